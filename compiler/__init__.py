@@ -1,0 +1,87 @@
+"""canvas2graph's compiler: RAGFlow DSL -> checked plan -> LangGraph graph.
+
+    compiled = compile_dsl(text_or_dict)        # raises CompileError with diagnostics
+    graph = compiled.graph(checkpointer)        # a compiled LangGraph, cached per checkpointer
+
+`diagnose()` returns the diagnostics without raising (what `canvas2graph compile` prints).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.diagnostics import Collector, CompileError, Diagnostic
+from compiler.load import load_dsl
+from compiler.plan import Plan, make_plan
+
+
+@dataclass
+class CompiledCanvas:
+    plan: Plan
+    diagnostics: list[Diagnostic]
+    digest: str
+    _graphs: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def component_ids(self) -> list[str]:
+        return list(self.plan.nodes)
+
+    @property
+    def recursion_limit(self) -> int:
+        # Each component runs at most once per turn outside containers, plus start and finish.
+        return len(self.plan.nodes) + 10
+
+    def builder(self):
+        from compiler.build import build_graph
+        return build_graph(self.plan)
+
+    def graph(self, checkpointer=None):
+        key = id(checkpointer)
+        if key not in self._graphs:
+            self._graphs[key] = self.builder().compile(checkpointer=checkpointer)
+        return self._graphs[key]
+
+    def node_by_name(self) -> dict[str, Any]:
+        return {self.plan.node_names[cid]: node for cid, node in self.plan.nodes.items()}
+
+
+def diagnose(source: Any) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
+    """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics."""
+    from compiler.check import check_plan
+    try:
+        dsl = load_dsl(source)
+    except CompileError as e:
+        return None, e.diagnostics
+    out = Collector()
+    plan = make_plan(dsl, out)
+    check_plan(plan, out)
+    if out.has_errors:
+        return None, out.items
+    return CompiledCanvas(plan, out.items, _digest(dsl.raw)), out.items
+
+
+_CACHE: dict[str, CompiledCanvas] = {}
+
+
+def compile_dsl(source: Any) -> CompiledCanvas:
+    """Compile once per DSL content: the same DSL text returns the same CompiledCanvas."""
+    key = _digest(source) if not isinstance(source, (str, bytes)) else hashlib.sha256(
+        source if isinstance(source, bytes) else source.encode()).hexdigest()
+    if key in _CACHE:
+        return _CACHE[key]
+    compiled, diags = diagnose(source)
+    if compiled is None:
+        raise CompileError(diags)
+    if len(_CACHE) > 256:
+        _CACHE.clear()
+    _CACHE[key] = compiled
+    return compiled
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+__all__ = ["compile_dsl", "diagnose", "CompiledCanvas", "CompileError", "Diagnostic"]

@@ -1,0 +1,114 @@
+"""Graph-level checks on a plan: the entry, edges, references, reachability, cycles."""
+from __future__ import annotations
+
+from compiler.diagnostics import Collector
+from compiler.plan import Plan
+
+
+def check_plan(plan: Plan, out: Collector) -> None:
+    comps = plan.dsl.components
+    if "begin" not in comps:
+        out.error("no-begin", "the DSL has no 'begin' component; RAGFlow starts every run there", "begin")
+    elif comps["begin"].component_name != "Begin":
+        out.error("no-begin", f"component 'begin' must be a Begin, not {comps['begin'].component_name}", "begin", "obj.component_name")
+
+    for cid, entry in comps.items():
+        for t in entry.downstream:
+            if t not in comps:
+                out.error("dangling-downstream", f"downstream names '{t}', which is not a component", cid, "downstream")
+        if entry.parent_id and entry.parent_id not in comps:
+            out.error("dangling-parent", f"parent_id names '{entry.parent_id}', which is not a component", cid, "parent_id")
+    for edge in plan.edges:
+        if edge.kind == "route" and edge.target not in comps:
+            out.error("dangling-route", f"{edge.label or 'a branch'} leads to '{edge.target}', which is not a component",
+                      edge.source, "params")
+
+    _check_references(plan, out)
+    _check_reachable(plan, out)
+    _check_cycles(plan, out)
+
+
+def _check_references(plan: Plan, out: Collector) -> None:
+    globals_ = plan.dsl.initial_globals()
+    for cid, node in plan.nodes.items():
+        for field, ref in node.references():
+            if ref.kind == "global":
+                if ref.name not in globals_:
+                    kind = "conversation variable" if ref.name.startswith("env.") else "system variable"
+                    out.error("unknown-variable", f"{{{ref.expr}}} refers to the {kind} '{ref.name}', which the DSL does not define",
+                              cid, field)
+                continue
+            if not ref.name:        # iteration alias, checked by the container
+                continue
+            if ref.name not in plan.dsl.components:
+                out.error("dangling-reference", f"{{{ref.expr}}} refers to component '{ref.name}', which does not exist", cid, field)
+                continue
+            target = plan.nodes.get(ref.name)
+            spec = plan.specs.get(ref.name)
+            if target is None or spec is None:
+                continue
+            known = spec.outputs(target.params)
+            declared = set(target.params.outputs) if isinstance(target.params.outputs, dict) else set()
+            if known is not None and ref.key not in known | declared:
+                out.warning("unknown-output", f"{{{ref.expr}}}: component '{ref.name}' has no output '{ref.key}' "
+                            f"(it has {', '.join(sorted(known | declared)) or 'none'}); it reads as empty", cid, field)
+
+
+def _check_reachable(plan: Plan, out: Collector) -> None:
+    comps = plan.dsl.components
+    if "begin" not in comps:
+        return
+    succ: dict[str, list[str]] = {}
+    for e in plan.edges:
+        succ.setdefault(e.source, []).append(e.target)
+    for cid, entry in comps.items():      # container children are reached through their container
+        if entry.parent_id:
+            succ.setdefault(entry.parent_id, []).append(cid)
+        node = plan.nodes.get(cid)
+        for t in (getattr(node, "error_targets", lambda: [])() if node else []):
+            succ.setdefault(cid, []).append(t)
+    seen, stack = {"begin"}, ["begin"]
+    while stack:
+        for t in succ.get(stack.pop(), []):
+            if t not in seen and t in comps:
+                seen.add(t)
+                stack.append(t)
+    for cid in comps:
+        if cid not in seen:
+            out.warning("unreachable", "no path from 'begin' leads here, so it never runs", cid)
+
+
+def _check_cycles(plan: Plan, out: Collector) -> None:
+    """RAGFlow's editor refuses cycles; repetition only comes from Iteration and Loop."""
+    succ: dict[str, list[str]] = {}
+    for e in plan.edges:
+        if e.target in plan.dsl.components:
+            succ.setdefault(e.source, []).append(e.target)
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = {cid: WHITE for cid in plan.dsl.components}
+    reported: set[frozenset] = set()
+    for root in plan.dsl.components:
+        if color[root] != WHITE:
+            continue
+        stack = [(root, iter(succ.get(root, [])))]
+        path = [root]
+        color[root] = GREY
+        while stack:
+            cid, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[cid] = BLACK
+                stack.pop()
+                path.pop()
+                continue
+            if color[nxt] == GREY:
+                cycle = path[path.index(nxt):] + [nxt]
+                key = frozenset(cycle)
+                if key not in reported:
+                    reported.add(key)
+                    out.error("cycle", "downstream edges form a cycle outside any Iteration or Loop: " + " -> ".join(cycle),
+                              nxt, "downstream")
+            elif color[nxt] == WHITE:
+                color[nxt] = GREY
+                stack.append((nxt, iter(succ.get(nxt, []))))
+                path.append(nxt)

@@ -1,0 +1,44 @@
+"""Plan -> Mermaid flowchart or JSON, with every branch drawn."""
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.plan import Plan
+
+
+def _label(plan: Plan, cid: str) -> str:
+    node = plan.nodes.get(cid)
+    entry = plan.dsl.components.get(cid)
+    name = (entry.display_name if entry else "") or cid
+    ctype = node.component_type if node else (entry.component_name if entry else "?")
+    return f"{name}<br/><small>{ctype}</small>".replace('"', "#quot;")
+
+
+def to_mermaid(plan: Plan) -> str:
+    ids = {cid: f"n{i}" for i, cid in enumerate(plan.dsl.components)}
+    lines = ["flowchart TD"]
+    for cid, nid in ids.items():
+        lines.append(f'    {nid}["{_label(plan, cid)}"]')
+    lines.append("    finish([finish])")
+    for edge in plan.edges:
+        if edge.target not in ids:
+            continue
+        if edge.kind == "route":
+            lines.append(f'    {ids[edge.source]} -. "{edge.label.replace(chr(34), "#quot;")}" .-> {ids[edge.target]}')
+        else:
+            lines.append(f"    {ids[edge.source]} --> {ids[edge.target]}")
+    for cid, node in plan.nodes.items():
+        if not plan.specs[cid].routes and not node.downstream and not node.parent_id:
+            lines.append(f"    {ids[cid]} --> finish")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    return {
+        "nodes": [{"id": cid, "node": plan.node_names[cid], "type": node.component_type,
+                   "name": node.display_name, "parent_id": node.parent_id}
+                  for cid, node in plan.nodes.items()],
+        "edges": [{"source": e.source, "target": e.target, "kind": e.kind, **({"label": e.label} if e.label else {})}
+                  for e in plan.edges],
+        "entry": "begin",
+    }

@@ -1,0 +1,173 @@
+"""Load a DSL document: JSON text -> unwrapped, migrated dict -> `CanvasDSL`.
+
+Accepted shapes (SPEC 2.1): a bare DSL (`{"components": ...}`), a RAGFlow template
+(`{"id", "title", "dsl": {...}}`), an agent record as RAGFlow stores or exports it
+(`{"title", "dsl": ...}`), and an API reply envelope (`{"code": 0, "data": {...}}`).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from compiler.diagnostics import Collector, CompileError
+from compiler.model import CanvasDSL, ComponentEntry
+
+# RAGFlow's agent/dsl_migration.py renames these on every load.
+LEGACY_RENAMES = {
+    "Splitter": "TokenChunker",
+    "HierarchicalMerger": "TitleChunker",
+    "PDFGenerator": "DocGenerator",
+}
+MAX_DEPTH = 200   # deeper documents are refused rather than risking recursion errors
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON, turning syntax errors into a diagnostic with line and column."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise CompileError([_diag("invalid-encoding", f"the file is not UTF-8 text ({e.reason} at byte {e.start})")])
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CompileError([_diag("invalid-json", f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno)])
+    except RecursionError:
+        raise CompileError([_diag("too-deep", f"the document nests deeper than Python can parse")])
+
+
+def _diag(code: str, message: str, **kw):
+    from compiler.diagnostics import Diagnostic
+    return Diagnostic(code, message, **kw)
+
+
+def unwrap(doc: Any) -> dict:
+    """Find the DSL inside a template, agent record or API envelope."""
+    if not isinstance(doc, dict):
+        raise CompileError([_diag("not-an-object", f"a DSL must be a JSON object, not {type(doc).__name__}")])
+    seen = 0
+    while "components" not in doc and seen < 3:
+        seen += 1
+        if isinstance(doc.get("dsl"), dict):
+            doc = doc["dsl"]
+        elif isinstance(doc.get("dsl"), str):      # some exports store the DSL as a JSON string
+            doc = parse_json(doc["dsl"])
+            if not isinstance(doc, dict):
+                raise CompileError([_diag("not-an-object", "the 'dsl' string does not hold a JSON object", field="dsl")])
+        elif isinstance(doc.get("data"), dict) and "code" in doc:
+            doc = doc["data"]
+        else:
+            break
+    if "components" not in doc:
+        if isinstance(doc.get("graph"), dict):
+            raise CompileError([_diag("graph-only", "the DSL has a 'graph' but no 'components'; open and save it in RAGFlow's editor so it writes 'components'", field="components")])
+        raise CompileError([_diag("no-components", "no 'components' found: expected a DSL, a template with 'dsl', or an agent record", field="components")])
+    return doc
+
+
+def _check_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return False
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return True
+
+
+_LEGACY_ID = re.compile(r"\b(" + "|".join(LEGACY_RENAMES) + r"):")
+
+
+def migrate(dsl: dict) -> dict:
+    """Apply RAGFlow's legacy renames of component names and id prefixes (dsl_migration.py)."""
+    text = json.dumps(dsl, ensure_ascii=False)
+    if not _LEGACY_ID.search(text) and not any(f'"{old}"' in text for old in LEGACY_RENAMES):
+        return dsl
+    text = _LEGACY_ID.sub(lambda m: LEGACY_RENAMES[m.group(1)] + ":", text)
+    for old, new in LEGACY_RENAMES.items():
+        text = text.replace(f'"component_name": "{old}"', f'"component_name": "{new}"')
+        text = text.replace(f'"label": "{old}"', f'"label": "{new}"')
+    return json.loads(text)
+
+
+def load_dsl(source: str | bytes | dict) -> CanvasDSL:
+    """Text or parsed JSON -> CanvasDSL. Raises CompileError with diagnostics on structural problems."""
+    doc = parse_json(source) if isinstance(source, (str, bytes)) else source
+    if not _check_depth(doc):
+        raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    dsl = migrate(unwrap(doc))
+    return build_model(dsl)
+
+
+def build_model(dsl: dict) -> CanvasDSL:
+    out = Collector()
+    comps = dsl.get("components")
+    if not isinstance(comps, dict):
+        raise CompileError([_diag("bad-components", f"'components' must be an object keyed by component id, not {type(comps).__name__}", field="components")])
+    names = _display_names(dsl.get("graph"))
+    entries: dict[str, ComponentEntry] = {}
+    for cid, raw in comps.items():
+        entry = _entry(cid, raw, names.get(cid, ""), out)
+        if entry is not None:
+            entries[cid] = entry
+    globals_ = dsl.get("globals") if isinstance(dsl.get("globals"), dict) else {}
+    if "globals" in dsl and not isinstance(dsl.get("globals"), dict):
+        out.error("bad-globals", "'globals' must be an object of sys.* and env.* values", field="globals")
+    variables = dsl.get("variables")
+    if isinstance(variables, list):      # legacy form
+        variables = {}
+    if variables is not None and not isinstance(variables, dict):
+        out.error("bad-variables", "'variables' must be an object of env variable declarations", field="variables")
+        variables = {}
+    if out.has_errors:
+        raise CompileError(out.items)
+    return CanvasDSL(components=entries, globals=dict(globals_), variables=variables or {}, raw=dsl)
+
+
+def _display_names(graph: Any) -> dict[str, str]:
+    names: dict[str, str] = {}
+    if isinstance(graph, dict) and isinstance(graph.get("nodes"), list):
+        for node in graph["nodes"]:
+            if isinstance(node, dict) and isinstance(node.get("data"), dict):
+                name = node["data"].get("name")
+                if isinstance(node.get("id"), str) and isinstance(name, str):
+                    names[node["id"]] = name
+    return names
+
+
+def _entry(cid: str, raw: Any, display: str, out: Collector) -> ComponentEntry | None:
+    if not isinstance(raw, dict):
+        out.error("bad-component", f"a component must be an object, not {type(raw).__name__}", cid)
+        return None
+    obj = raw.get("obj")
+    if not isinstance(obj, dict):
+        out.error("bad-component", "missing 'obj' with 'component_name' and 'params'", cid, "obj")
+        return None
+    name = obj.get("component_name")
+    if not isinstance(name, str) or not name:
+        out.error("bad-component", "'obj.component_name' must be a non-empty string", cid, "obj.component_name")
+        return None
+    params = obj.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        out.error("bad-params", f"'obj.params' must be an object, not {type(params).__name__}", cid, "obj.params")
+        return None
+    downstream = raw.get("downstream", [])
+    if downstream is None:
+        downstream = []
+    if not isinstance(downstream, list) or not all(isinstance(d, str) for d in downstream):
+        out.error("bad-downstream", "'downstream' must be a list of component ids", cid, "downstream")
+        return None
+    parent = raw.get("parent_id")
+    if parent is not None and not isinstance(parent, str):
+        out.error("bad-parent", "'parent_id' must be a component id", cid, "parent_id")
+        return None
+    # RAGFlow's own data has duplicate downstream ids (customer_feedback_dispatcher): keep the first.
+    downstream = list(dict.fromkeys(downstream))
+    return ComponentEntry(id=cid, component_name=name, params=params, downstream=downstream,
+                          parent_id=parent or None, display_name=display)

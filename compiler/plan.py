@@ -1,0 +1,129 @@
+"""DSL model -> Plan: every component checked and turned into a Node, plus the edges between them.
+
+The plan is what both the graph builder and the exporters read, so a Mermaid drawing shows
+exactly the edges the compiled graph has.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from compiler.diagnostics import Collector
+from compiler.model import CanvasDSL, ComponentEntry
+from nodes.registry import KNOWN_ELSEWHERE, NO_ENGINE_CLASS, ComponentSpec, lookup
+
+
+class NodeConfigError(Exception):
+    """Raised by a Node while preparing, for a param that passes the model but cannot work."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass
+class CanvasInfo:
+    """What nodes may ask about the rest of the canvas while they prepare."""
+
+    entries: dict[str, ComponentEntry]
+
+    def type_of(self, cid: str) -> str | None:
+        e = self.entries.get(cid)
+        return e.component_name if e else None
+
+    def display_name(self, cid: str) -> str:
+        e = self.entries.get(cid)
+        return e.display_name if e else ""
+
+
+@dataclass
+class Edge:
+    source: str
+    target: str
+    kind: str = "next"        # next | route | error
+    label: str = ""
+
+
+@dataclass
+class Plan:
+    dsl: CanvasDSL
+    nodes: dict[str, Any]                          # component id -> Node
+    specs: dict[str, ComponentSpec]
+    edges: list[Edge] = field(default_factory=list)
+    node_names: dict[str, str] = field(default_factory=dict)   # component id -> LangGraph node name
+
+    def successors(self, cid: str) -> list[str]:
+        return [e.target for e in self.edges if e.source == cid]
+
+
+def node_name(cid: str, taken: set[str]) -> str:
+    """LangGraph reserves ':' and '|' in node names; RAGFlow ids use ':'."""
+    base = cid.replace(":", ".").replace("|", "/")
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}~{n}"
+    taken.add(name)
+    return name
+
+
+def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
+    info = CanvasInfo(dsl.components)
+    nodes: dict[str, Any] = {}
+    specs: dict[str, ComponentSpec] = {}
+    for cid, entry in dsl.components.items():
+        spec = _spec_for(entry, out)
+        if spec is None:
+            continue
+        params = _params_for(entry, spec, out)
+        if params is None:
+            continue
+        try:
+            nodes[cid] = spec.node(entry, params, info)
+            specs[cid] = spec
+        except NodeConfigError as e:
+            out.error("invalid-param", e.message, cid, e.field)
+    plan = Plan(dsl=dsl, nodes=nodes, specs=specs)
+    taken: set[str] = set()
+    plan.node_names = {cid: node_name(cid, taken) for cid in dsl.components}
+    for cid, node in nodes.items():
+        if specs[cid].routes:
+            for label, targets in node.routes():
+                for t in targets:
+                    plan.edges.append(Edge(cid, t, "route", label))
+        else:
+            for t in node.downstream:
+                plan.edges.append(Edge(cid, t, "next"))
+    return plan
+
+
+def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
+    name = entry.component_name
+    spec = lookup(name)
+    if spec is not None:
+        return spec
+    if name in NO_ENGINE_CLASS:
+        out.error("no-engine-class", f"'{name}' is a canvas operator that RAGFlow's engine cannot run either; "
+                  "replace it with a supported component", entry.id, "obj.component_name")
+    elif name in KNOWN_ELSEWHERE:
+        out.error("unsupported", f"component '{name}' is not supported by this version of canvas2graph yet",
+                  entry.id, "obj.component_name")
+    else:
+        out.error("unknown-component", f"unknown component_name '{name}'", entry.id, "obj.component_name")
+    return None
+
+
+def _params_for(entry: ComponentEntry, spec: ComponentSpec, out: Collector):
+    try:
+        return spec.params.model_validate(entry.params)
+    except ValidationError as e:
+        for err in e.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "params"
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            out.error("invalid-param", msg, entry.id, f"params.{loc}" if loc != "params" else "params")
+        return None

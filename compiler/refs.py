@@ -1,0 +1,126 @@
+"""Variable references, parsed once at compile time.
+
+RAGFlow writes references as `{sys.query}`, `{env.name}` and `{Component:Id@key.sub.0}` inside
+text, and as bare `sys.query` / `Component:Id@key` in some params. RAGFlow re-scans text with a
+regex every time a node runs; here a text is parsed once into a `Template` of literal parts and
+`Ref`s, and nodes render it from state.
+
+Two substitution styles exist in RAGFlow and both are kept (SPEC 4.1):
+- *spliced* (streaming Message, get_value_with_variable): the whole regex match, including extra
+  braces and the spaces next to the reference, is replaced, so `"x {sys.query} y"` gives `"xQy"`;
+- *exact* (string_format: prompts, non-streaming Message, StringTransform merge): only `{expr}`
+  is replaced, spaces are kept and `{{expr}}` becomes `{value}`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+# SPEC 4.1: the canonical pattern. Group 1 is the expression.
+REF_PATTERN = re.compile(
+    r"\{* *\{([a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+)\} *\}*",
+    re.IGNORECASE | re.DOTALL,
+)
+# Inside an Iteration, {item}, {index} and {result} alias the IterationItem's outputs.
+ITERATION_ALIAS_PATTERN = re.compile(r"\{* *\{(item|index|result)\} *\}*")
+JINJA_PATTERN = re.compile(r"\{%.*%\}|\{\{|\}\}", re.DOTALL)
+BARE_REF = re.compile(r"^(?:[a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+)$")
+
+RefKind = Literal["global", "component"]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One reference: a global (`sys.x`, `env.x`) or a component output with an optional path."""
+
+    expr: str                        # as written, without braces, e.g. "LLM:A@content.items.0"
+    kind: RefKind
+    name: str                        # global name ("sys.query") or component id
+    key: str = ""                    # component output key ("content")
+    path: tuple[str, ...] = ()       # nested path segments after the key
+
+    @property
+    def component_id(self) -> str | None:
+        return self.name if self.kind == "component" else None
+
+
+def parse_ref(expr: str) -> Ref:
+    """Parse a reference expression (braces and spaces around it are ignored, as RAGFlow does)."""
+    expr = expr.strip("{").strip("}").strip(" ").strip("{").strip("}")
+    if "@" not in expr:
+        return Ref(expr=expr, kind="global", name=expr)
+    cpn, rest = expr.split("@", 1)
+    key, *path = rest.split(".")
+    return Ref(expr=expr, kind="component", name=cpn, key=key, path=tuple(path))
+
+
+def looks_like_ref(text: str) -> bool:
+    """True if `text` is a single bare or braced reference such as `sys.query` or `{A@b}`."""
+    stripped = text.strip().strip("{").strip("}").strip(" ").strip("{").strip("}")
+    return bool(BARE_REF.match(stripped))
+
+
+@dataclass(frozen=True)
+class Template:
+    """A text with references, pre-split for both substitution styles.
+
+    `spliced` and `exact` are tuples alternating literal text and `Ref`: strings are literals.
+    """
+
+    text: str
+    refs: tuple[Ref, ...]
+    spliced: tuple[str | Ref, ...]
+    exact: tuple[str | Ref, ...]
+    has_jinja: bool = False
+    aliases: tuple[str, ...] = field(default=())   # iteration aliases used (item/index/result)
+
+    @property
+    def is_literal(self) -> bool:
+        return not self.refs and not self.aliases
+
+
+_EMPTY_CACHE: dict[str, Template] = {}
+
+
+def parse_template(text: str, *, iteration_aliases: bool = False) -> Template:
+    """Split `text` into literals and references (SPEC 4.1)."""
+    if not isinstance(text, str):
+        text = str(text)
+    spliced: list[str | Ref] = []
+    exact: list[str | Ref] = []
+    refs: list[Ref] = []
+    aliases: list[str] = []
+    matches = [(m, parse_ref(m.group(1))) for m in REF_PATTERN.finditer(text)]
+    if iteration_aliases:
+        for m in ITERATION_ALIAS_PATTERN.finditer(text):
+            if not any(a.start() <= m.start() < a.end() for a, _ in matches):
+                alias = m.group(1)
+                aliases.append(alias)
+                matches.append((m, Ref(expr=alias, kind="component", name="", key=alias)))
+        matches.sort(key=lambda pair: pair[0].start())
+    pos_s = 0
+    pos_e = 0
+    for m, ref in matches:
+        refs.append(ref)
+        # spliced: the whole match goes, spaces and extra braces included
+        spliced.append(text[pos_s:m.start()])
+        spliced.append(ref)
+        pos_s = m.end()
+        # exact: only the innermost "{expr}" goes
+        inner = m.group(0)
+        inner_start = m.start() + inner.rfind("{", 0, inner.index(m.group(1)))
+        inner_end = inner_start + len(m.group(1)) + 2
+        exact.append(text[pos_e:inner_start])
+        exact.append(ref)
+        pos_e = inner_end
+    spliced.append(text[pos_s:])
+    exact.append(text[pos_e:])
+    return Template(
+        text=text,
+        refs=tuple(refs),
+        spliced=tuple(p for p in spliced if p != ""),
+        exact=tuple(p for p in exact if p != ""),
+        has_jinja=bool(JINJA_PATTERN.search(text)),
+        aliases=tuple(aliases),
+    )

@@ -1,0 +1,146 @@
+"""The Node base class every component family builds on, and the shared params model.
+
+A Node is built once at compile time (templates parsed, params checked) and called by LangGraph
+at run time with the state. It returns a `Result`; the base class stamps RAGFlow's timing
+outputs, writes the component's channel and records what `node_finished` reports.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compiler.refs import Ref, Template, parse_template, parse_ref, looks_like_ref
+from runtime.state import LAST, TRACE, channel
+from runtime.values import PENDING, is_pending
+
+if TYPE_CHECKING:
+    from compiler.model import ComponentEntry
+    from compiler.plan import CanvasInfo
+    from runtime.context import RunContext
+
+
+class Params(BaseModel):
+    """ComponentParamBase (SPEC 2.2): unknown keys are kept, as RAGFlow sets them as attributes."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    message_history_window_size: int = Field(13, ge=0)
+    inputs: Any = Field(default_factory=dict)
+    outputs: Any = Field(default_factory=dict)
+    description: str | None = ""
+    max_retries: int = Field(0, ge=0)
+    delay_after_error: float = Field(2.0, ge=0)
+    exception_method: str | None = None
+    exception_default_value: Any = None
+    exception_goto: list[str] | str | None = None
+    debug_inputs: Any = Field(default_factory=dict)
+
+    def extra(self, key: str, default: Any = None) -> Any:
+        return (self.model_extra or {}).get(key, default)
+
+
+class ComponentError(Exception):
+    """A component failed; carries the outputs RAGFlow reports in node_finished."""
+
+    def __init__(self, component_id: str, message: str, outputs: dict[str, Any] | None = None,
+                 inputs: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.component_id = component_id
+        self.message = message
+        self.outputs = outputs or {"_ERROR": message}
+        self.inputs = inputs or {}
+
+
+@dataclass
+class Result:
+    outputs: dict[str, Any]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    writes: dict[str, Any] = field(default_factory=dict)      # other channels (globals, other components)
+
+
+class Node:
+    component_type: str = ""
+    thoughts_text: str = ""
+
+    def __init__(self, entry: "ComponentEntry", params: Params, canvas: "CanvasInfo"):
+        self.id = entry.id
+        self.display_name = entry.display_name
+        self.params = params
+        self.downstream = list(entry.downstream)
+        self.parent_id = entry.parent_id
+        self.channel = channel(entry.id)
+        self.canvas = canvas
+        self.prepare()
+
+    # --- compile time -------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Parse templates and refs from params. Subclasses override."""
+
+    def references(self) -> list[tuple[str, Ref]]:
+        """(field, ref) pairs this node reads, for the compiler's reference check."""
+        return []
+
+    # --- run time ------------------------------------------------------------------------
+    def thoughts(self, state: Mapping[str, Any]) -> str:
+        return self.thoughts_text
+
+    async def run(self, state: Mapping[str, Any], ctx: "RunContext") -> Result:
+        raise NotImplementedError
+
+    async def __call__(self, state: Mapping[str, Any], runtime) -> dict[str, Any]:
+        created = time.perf_counter()
+        try:
+            result = await self.run(state, runtime.context)
+        except ComponentError:
+            raise
+        except Exception as e:       # any failure inside a component is that component's error
+            raise ComponentError(self.id, str(e) or type(e).__name__, {
+                "_created_time": created, "_ERROR": str(e) or type(e).__name__,
+                "_elapsed_time": time.perf_counter() - created}) from e
+        outputs = {"_created_time": created, **result.outputs, "_elapsed_time": time.perf_counter() - created}
+        update = {self.channel: outputs, LAST: self.id, TRACE: {self.id: result.inputs}}
+        if result.writes:
+            update.update(result.writes)
+        return update
+
+
+def template(text: Any, **kw) -> Template:
+    return parse_template(text if isinstance(text, str) else str(text), **kw)
+
+
+def bare_or_braced_ref(value: Any) -> Ref | None:
+    """RAGFlow's is_reff: a param that is a whole reference, with or without braces."""
+    if isinstance(value, str) and looks_like_ref(value):
+        return parse_ref(value)
+    return None
+
+
+__all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_braced_ref", "PENDING", "is_pending"]
+
+
+async def settle_pending(node: Node, refs, state, ctx):
+    """Run, without streaming, any pending generation among `refs` (a non-Message consumer).
+
+    Returns the state as the node should see it and the writes that record the producers' content.
+    """
+    import time as _time
+    from runtime.values import resolve as _resolve
+    writes: dict[str, Any] = {}
+    view = None
+    for ref in refs:
+        if ref.kind != "component" or not ref.name:
+            continue
+        value = (state.get(channel(ref.name)) or {}).get(ref.key)
+        if not is_pending(value):
+            continue
+        from nodes.llm import complete
+        text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
+        view = dict(state) if view is None else view
+        ch = channel(ref.name)
+        created = (state.get(ch) or {}).get("_created_time", _time.perf_counter())
+        view[ch] = {**(state.get(ch) or {}), ref.key: text}
+        writes[ch] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
+    return (view if view is not None else state), writes

@@ -1,0 +1,76 @@
+"""Begin: the entry of every canvas; its outputs are the request's inputs (SPEC 3.1)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from pydantic import field_validator
+
+from nodes.base import Node, Params, Result
+from nodes.registry import register
+from runtime.state import GLOBALS, REQUEST
+
+
+class BeginParams(Params):
+    mode: str = "conversational"
+    prologue: str = "Hi! I'm your assistant. What can I do for you?"
+    enable_tips: bool = True
+    tips: str = "Please fill up the form"
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in ("conversational", "task", "Webhook"):
+            raise ValueError(f"mode must be one of conversational, task, Webhook (got {v!r})")
+        return v
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ValueError("inputs must be an object of form fields keyed by name")
+        return v
+
+    def form(self) -> dict[str, dict]:
+        return {k: f for k, f in self.inputs.items() if isinstance(f, dict)}
+
+
+def field_value(value: Any, declared: Mapping[str, Any] | None = None) -> Any:
+    """A request input as RAGFlow stores it: `{type, value}` dicts unwrapped, object JSON parsed."""
+    ftype = (declared or {}).get("type", "")
+    if isinstance(value, dict) and "value" in value:
+        ftype = value.get("type", ftype) or ftype
+        value = value["value"]
+    if ftype == "object" and isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _outputs_of(params: BeginParams) -> set[str] | None:
+    if params.mode == "Webhook":       # webhook payload keys are only known at run time
+        return None
+    return set(params.form())
+
+
+@register("Begin", BeginParams, outputs=_outputs_of)
+class Begin(Node):
+    async def run(self, state, ctx) -> Result:
+        request = state.get(REQUEST) or {}
+        given = request.get("inputs") or {}
+        form = self.params.form()
+        values: dict[str, Any] = {}
+        if given:
+            for key, raw in given.items():
+                values[key] = field_value(raw, form.get(key))
+        elif form:
+            query = (state.get(GLOBALS) or {}).get("sys.query")
+            if isinstance(query, dict):
+                values = {k: field_value(v, form.get(k)) for k, v in query.items() if k in form}
+            elif query and len(form) == 1:
+                values = {next(iter(form)): query}
+        return Result(outputs=dict(values), inputs=dict(values))

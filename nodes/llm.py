@@ -1,0 +1,227 @@
+"""LLM: one model call built from sys_prompt, prompts and the conversation history (SPEC 3.3).
+
+When a direct downstream is a Message (and no goto handler or structured schema), RAGFlow makes
+the LLM's `content` a lazy stream that the Message consumes. Here the LLM node stores a pending
+generation (the prepared messages, JSON only) and the Message runs it with `stream_generation`.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, AsyncIterator, Mapping
+
+import json_repair
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.config import get_stream_writer
+from pydantic import Field, field_validator
+
+from compiler.refs import Template
+from nodes.base import Node, Params, Result, template
+from nodes.registry import register
+from runtime.state import HISTORY
+from runtime.turn import history_messages
+from runtime.values import PENDING, as_json_text, ref_values, render
+
+# Prompt blocks RAGFlow strips from sys_prompt before sending it (SPEC 3.3).
+_STRIPPED_BLOCKS = re.compile(
+    r"<(TASK_ANALYSIS|PLAN_GENERATION|REFLECTION|CONTEXT_SUMMARY|CONTEXT_RANKING|CITATION_GUIDELINES)>.*?</\1>",
+    re.DOTALL)
+_THINK_SPLIT = re.compile(r"(<think>|</think>)")
+SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens")
+
+
+class LLMParams(Params):
+    llm_id: str = ""
+    sys_prompt: str = ""
+    prompts: list[dict[str, Any]] = Field(default_factory=lambda: [{"role": "user", "content": "{sys.query}"}])
+    max_tokens: int = Field(0, ge=0)
+    temperature: float = Field(0, ge=0, le=1)
+    top_p: float = Field(0, ge=0, le=1)
+    presence_penalty: float = Field(0, ge=0, le=1)
+    frequency_penalty: float = Field(0, ge=0, le=1)
+    cite: bool = True
+    visual_files_var: str | None = None
+
+    @field_validator("llm_id")
+    @classmethod
+    def _llm_id(cls, v: str) -> str:
+        if not v or not v.strip():
+            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI)")
+        return v
+
+    @field_validator("prompts", mode="before")
+    @classmethod
+    def _prompts(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [{"role": "user", "content": v}]
+        if not v:
+            raise ValueError("prompts must not be empty")
+        for p in v:
+            if not isinstance(p, dict) or "content" not in p:
+                raise ValueError("each prompt needs a 'role' and a 'content'")
+        return v
+
+    def gen_conf(self) -> dict[str, Any]:
+        """Sampling values are sent only when the UI's `<name>Enabled` flag is on (SPEC 3.3)."""
+        conf: dict[str, Any] = {}
+        for name in SAMPLING:
+            value = getattr(self, name)
+            if self.extra(f"{name}Enabled") and (value > 0 or (name == "temperature" and value >= 0)):
+                conf[name] = value
+        return conf
+
+    def structured_schema(self) -> dict | None:
+        out = self.outputs if isinstance(self.outputs, dict) else {}
+        schema = out.get("structured")
+        if isinstance(schema, dict) and schema.get("properties"):
+            return schema
+        return None
+
+
+def to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    return [kinds.get(m["role"], HumanMessage)(content=m["content"]) for m in messages]
+
+
+def text_of(content: Any) -> str:
+    """A chunk's or message's text, whether content is a string or a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b if isinstance(b, str) else (b.get("text") or "") for b in content
+                       if isinstance(b, str) or b.get("type") == "text")
+    return ""
+
+
+def report_usage(message: Any) -> None:
+    usage = getattr(message, "usage_metadata", None)
+    if usage:
+        get_stream_writer()({"usage": {"prompt_tokens": usage.get("input_tokens", 0),
+                                       "completion_tokens": usage.get("output_tokens", 0),
+                                       "total_tokens": usage.get("total_tokens", 0)}})
+
+
+async def stream_generation(pending: Mapping[str, Any], ctx) -> AsyncIterator[str]:
+    """Run a pending generation, yielding pieces: "<think>", reasoning, "</think>", then the answer."""
+    model = ctx.models.chat_model(pending["llm_id"], component_id=pending["component_id"], gen_conf=pending.get("gen_conf"))
+    thinking = False
+    last = None
+    async for chunk in model.astream(to_langchain(pending["messages"])):
+        last = chunk if last is None else last + chunk
+        reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
+        if reasoning:
+            if not thinking:
+                thinking = True
+                yield "<think>"
+            yield reasoning
+        text = text_of(chunk.content)
+        if text:
+            if thinking:
+                thinking = False
+                yield "</think>"
+            for piece in _THINK_SPLIT.split(text):     # providers that inline <think> in the text
+                if piece:
+                    yield piece
+    if thinking:
+        yield "</think>"
+    if last is not None:
+        report_usage(last)
+
+
+async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]], ctx,
+                   gen_conf: Mapping[str, Any] | None = None) -> str:
+    """A blocking call; the reasoning is kept out of the answer, as RAGFlow's LLM output is."""
+    model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
+    message = await model.ainvoke(to_langchain(messages))
+    report_usage(message)
+    text = text_of(message.content)
+    if "</think>" in text:
+        text = text.split("</think>", 1)[1]
+    return text
+
+
+@register("LLM", LLMParams, outputs=lambda p: {"content", "structured"})
+class LLM(Node):
+    def prepare(self) -> None:
+        self.sys_template: Template = template(self.params.sys_prompt or "", iteration_aliases=bool(self.parent_id))
+        self.prompt_templates: list[tuple[str, Template]] = [
+            (str(p.get("role") or "user"), template(p.get("content") or "", iteration_aliases=bool(self.parent_id)))
+            for p in self.params.prompts]
+        has_goto = self.params.exception_method == "goto" and bool(self.params.exception_goto)
+        self.schema = self.params.structured_schema()
+        self.streams = (not has_goto and self.schema is None
+                        and any(self.canvas.type_of(d) == "Message" for d in self.downstream))
+
+    def references(self):
+        refs = [("params.sys_prompt", r) for r in self.sys_template.refs]
+        for i, (_, t) in enumerate(self.prompt_templates):
+            refs += [(f"params.prompts.{i}.content", r) for r in t.refs]
+        return refs
+
+    def all_refs(self):
+        return [r for _, r in self.references()]
+
+    def build_messages(self, state: Mapping[str, Any]) -> list[dict[str, str]]:
+        window = self.params.message_history_window_size
+        messages = history_messages(state.get(HISTORY) or [], window)[:-1]
+        appended = False
+        for role, t in self.prompt_templates:
+            content = render(t, state, to_text=as_json_text)
+            if not appended and messages and messages[-1]["role"] == role:
+                messages[-1] = {"role": role, "content": content}   # RAGFlow replaces a same-role tail
+            else:
+                messages.append({"role": role, "content": content})
+            appended = True
+        system = _STRIPPED_BLOCKS.sub("", render(self.sys_template, state, to_text=as_json_text)).strip()
+        if self.schema is not None:
+            system += "\n\n" + structured_prompt(self.schema)
+        return ([{"role": "system", "content": system}] if system else []) + messages
+
+    def thoughts(self, state) -> str:
+        try:
+            last = self.build_messages(state)[-1]["content"]
+        except Exception:
+            last = ""
+        return f"⌛Give me a moment—starting from: \n\n{last}\n\nI’ll figure out our best next move."
+
+    async def run(self, state, ctx) -> Result:
+        messages = self.build_messages(state)
+        if not messages or not messages[-1]["content"].strip():
+            raise ValueError("the last message sent to the model is empty")
+        inputs = ref_values(self.all_refs(), state)
+        llm_id, gen_conf = self.params.llm_id, self.params.gen_conf()
+        if self.streams:
+            pending = {PENDING: True, "component_id": self.id, "llm_id": llm_id, "gen_conf": gen_conf, "messages": messages}
+            return Result(outputs={"content": pending}, inputs=inputs)
+        if self.schema is not None:
+            return Result(outputs={"structured": await self._structured(messages, ctx)}, inputs=inputs)
+        text = await complete(llm_id, self.id, messages, ctx, gen_conf)
+        return Result(outputs={"content": text}, inputs=inputs)
+
+    async def _structured(self, messages, ctx) -> Any:
+        last_error = "no answer"
+        for _ in range(self.params.max_retries + 1):
+            text = await complete(self.params.llm_id, self.id, messages, ctx, self.params.gen_conf())
+            value = parse_json_answer(text)
+            if value is not None:
+                return value
+            last_error = f"the answer is not valid JSON: {text[:200]}"
+        raise ValueError(last_error)
+
+
+def structured_prompt(schema: Mapping[str, Any]) -> str:
+    import json
+    return ("Reply with a single JSON object that validates against this JSON schema, and nothing else:\n"
+            + json.dumps(schema, ensure_ascii=False))
+
+
+def parse_json_answer(text: str) -> Any:
+    """Drop reasoning and code fences, then repair and parse (RAGFlow uses json_repair too)."""
+    if "</think>" in text:
+        text = text.split("</think>", 1)[1]
+    text = re.sub(r"^.*?```(?:json)?", "", text, count=1, flags=re.DOTALL) if "```" in text else text
+    text = text.rsplit("```", 1)[0] if "```" in text else text
+    try:
+        value = json_repair.loads(text)
+    except Exception:
+        return None
+    return value if value not in ("", None) else None

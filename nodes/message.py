@@ -1,0 +1,131 @@
+"""Message: shows text to the user, streaming pending generations through (SPEC 3.5, 5.7, 6.3)."""
+from __future__ import annotations
+
+import random
+import re
+import time
+from typing import Any
+
+from jinja2.sandbox import SandboxedEnvironment
+from langgraph.config import get_stream_writer
+from pydantic import Field, field_validator
+
+from compiler.refs import Ref, Template
+from nodes.base import Node, Params, Result, template
+from nodes.llm import stream_generation
+from nodes.registry import register
+from runtime.state import REFERENCE, channel
+from runtime.values import as_json_text, is_pending, resolve
+
+_JINJA = SandboxedEnvironment()
+
+
+class MessageParams(Params):
+    content: list[str] = Field(default_factory=list)
+    stream: bool = True
+    output_format: str | None = None
+    auto_play: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [v]
+        if not v:
+            raise ValueError("content must have at least one message text")
+        return [c if isinstance(c, str) else str(c) for c in v]
+
+
+def _sanitised(expr: str) -> str:
+    return re.sub(r"[@:.]", "_", expr)
+
+
+@register("Message", MessageParams, outputs=lambda p: {"content", "downloads", "attachment"})
+class Message(Node):
+    def prepare(self) -> None:
+        aliases = bool(self.parent_id)
+        self.templates: list[Template] = [template(c, iteration_aliases=aliases) for c in self.params.content]
+
+    def references(self):
+        return [(f"params.content.{i}", r) for i, t in enumerate(self.templates) for r in t.refs]
+
+    async def run(self, state, ctx) -> Result:
+        t = self.templates[0] if len(self.templates) == 1 else random.choice(self.templates)
+        write = get_stream_writer()
+        if self.params.stream and not t.has_jinja:
+            content, inputs, writes = await self._stream(t, state, ctx, write)
+        else:
+            content, inputs, writes = await self._render(t, state, ctx)
+            write({"event": "message", "content": content})
+        end: dict[str, Any] = {}
+        status = self.params.extra("status")
+        if status is not None:
+            end["status"] = status
+        reference = state.get(REFERENCE) or {}
+        if reference.get("chunks") or reference.get("doc_aggs"):
+            end["reference"] = reference
+        write({"event": "message_end", **end})
+        return Result(outputs={"content": content, "downloads": []}, inputs=inputs, writes=writes)
+
+    async def _stream(self, t: Template, state, ctx, write):
+        """Spliced substitution, as RAGFlow's streaming Message (spaces next to refs vanish)."""
+        parts: list[str] = []
+        inputs: dict[str, Any] = {}
+        writes: dict[str, Any] = {}
+        for part in t.spliced:
+            if isinstance(part, str):
+                write({"event": "message", "content": part})
+                parts.append(part)
+                continue
+            value = resolve(state, part)
+            if is_pending(value):
+                value = await self._relay(value, ctx, write, writes, state)
+                write_text = None
+            else:
+                write_text = as_json_text(value)
+            if write_text is not None:
+                if write_text:
+                    write({"event": "message", "content": write_text})
+                parts.append(write_text)
+                inputs[part.expr] = write_text
+            else:
+                parts.append(value)
+                inputs[part.expr] = value
+        return "".join(parts), inputs, writes
+
+    async def _relay(self, pending, ctx, write, writes, state) -> str:
+        """Stream a pending generation chunk by chunk; record the producer's final content."""
+        producer = pending["component_id"]
+        answer: list[str] = []
+        shown: list[str] = []
+        thinking = False
+        async for piece in stream_generation(pending, ctx):
+            if piece == "<think>":
+                thinking = True
+                write({"event": "message", "content": "", "start_to_think": True})
+            elif piece == "</think>":
+                thinking = False
+                write({"event": "message", "content": "", "end_to_think": True})
+            else:
+                write({"event": "message", "content": piece})
+                shown.append(piece)
+                if not thinking:
+                    answer.append(piece)
+        created = (state.get(channel(producer)) or {}).get("_created_time", time.perf_counter())
+        writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
+        return "".join(shown)
+
+    async def _render(self, t: Template, state, ctx):
+        """Exact substitution with Jinja rendering (non-streaming mode)."""
+        from nodes.base import settle_pending
+        state, writes = await settle_pending(self, t.refs, state, ctx)
+        values = {r.expr: resolve(state, r) for r in t.refs}
+        text = "".join(p if isinstance(p, str) else "{" + _sanitised(p.expr) + "}" for p in t.exact)
+        if t.has_jinja:
+            try:
+                text = _JINJA.from_string(text).render(**{_sanitised(k): v for k, v in values.items()})
+            except Exception:
+                pass          # RAGFlow falls back to the raw text when Jinja fails
+        for expr, value in values.items():
+            text = text.replace("{" + _sanitised(expr) + "}", as_json_text(value))
+        return text, {k: as_json_text(v) for k, v in values.items()}, writes

@@ -1,0 +1,72 @@
+"""component_name -> ComponentSpec: how the compiler finds each component family.
+
+Each family module registers its components with `@register(...)`. The registry holds the
+params model (RAGFlow's defaults and `check()` rules), the node class that runs it, and the
+outputs it declares (so the compiler can check references to them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from nodes.base import Node, Params
+
+OutputsOf = Callable[["Params"], "set[str] | None"]
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    name: str
+    params: type["Params"]
+    node: type["Node"]
+    outputs: OutputsOf            # the keys it sets; None means open-ended
+    routes: bool = False          # routes through its `_next` output (Switch, Categorize)
+
+
+REGISTRY: dict[str, ComponentSpec] = {}
+
+# Names RAGFlow knows (SPEC 2.2, 3.16, 3.17) that this version cannot run yet; a DSL using them
+# gets an "unsupported" diagnostic instead of "unknown component".
+KNOWN_ELSEWHERE = {
+    "Agent", "Retrieval", "Iteration", "IterationItem", "Loop", "LoopItem", "ExitLoop", "UserFillUp",
+    "Invoke", "CodeExec", "ExeSQL", "Email", "TavilySearch", "TavilyExtract", "DuckDuckGo", "Wikipedia",
+    "Google", "GoogleScholar", "ArXiv", "PubMed", "GitHub", "SearXNG", "Crawler", "YahooFinance",
+    "DeepL", "QWeather", "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
+    "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
+    # ingestion-pipeline components (rag/flow): a dataflow canvas, not an agent
+    "File", "Parser", "TokenChunker", "TitleChunker", "Tokenizer", "Extractor",
+}
+# Frontend operators with no engine class at all (SPEC 2.2).
+NO_ENGINE_CLASS = {"Bing", "RewriteQuestion", "WaitingDialogue", "Note", "Tool", "Placeholder"}
+
+
+def register(name: str, params: type["Params"], *, outputs: OutputsOf | None = None, routes: bool = False):
+    def deco(node_cls: type["Node"]) -> type["Node"]:
+        REGISTRY[name] = ComponentSpec(name, params, node_cls, outputs or (lambda p: None), routes)
+        node_cls.component_type = name
+        return node_cls
+    return deco
+
+
+def lookup(name: str) -> ComponentSpec | None:
+    _load_families()
+    return REGISTRY.get(name)
+
+
+_loaded = False
+
+
+def _load_families() -> None:
+    """Import every family module once so their @register calls run."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import nodes.begin  # noqa: F401
+    import nodes.message  # noqa: F401
+    import nodes.llm  # noqa: F401
+    import nodes.categorize  # noqa: F401
+    import nodes.switch  # noqa: F401
+    import nodes.variables  # noqa: F401
+    import nodes.transforms  # noqa: F401

@@ -1,0 +1,123 @@
+"""LangGraph stream -> RAGFlow events (SPEC 6.1-6.2).
+
+The graph is streamed with `stream_mode=["tasks", "custom"]`:
+- a task start becomes `node_started` (all starts of a superstep come before its results, like
+  RAGFlow's batches);
+- a task result becomes `node_finished`, except for a component whose `content` is a pending
+  generation: its `node_finished` waits until the Message that streams it reports the final
+  content (RAGFlow's order: message..., message_end, node_finished(LLM), node_finished(Message));
+- custom items written by nodes are `message` / `message_end` events and usage counts;
+- the finish node's result becomes `workflow_finished`.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Iterable
+
+from runtime.state import HISTORY, TRACE, channel
+from runtime.values import is_pending
+
+FINISH = "__canvas_finish__"
+
+
+class EventAdapter:
+    def __init__(self, compiled, *, session_id: str, request_inputs: Any, message_id: str | None = None):
+        self.nodes = compiled.node_by_name()
+        self.session_id = session_id
+        self.message_id = message_id or str(uuid.uuid4())
+        self.created_at = int(time.time())
+        self.started_at = time.perf_counter()
+        self.request_inputs = request_inputs
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
+        self.held: dict[str, dict] = {}         # component id -> node_finished data awaiting its stream
+        self.finished = False
+
+    def envelope(self, event: str, data: dict) -> dict:
+        return {"event": event, "message_id": self.message_id, "created_at": self.created_at,
+                "task_id": self.session_id, "data": data}
+
+    def workflow_started(self) -> dict:
+        return self.envelope("workflow_started", {"inputs": self.request_inputs})
+
+    def feed(self, part: dict) -> Iterable[dict]:
+        kind, data = part["type"], part["data"]
+        if kind == "custom":
+            yield from self._custom(data)
+        elif kind == "tasks":
+            if "input" in data:
+                yield from self._task_start(data)
+            else:
+                yield from self._task_result(data)
+
+    def _custom(self, data: Any) -> Iterable[dict]:
+        if not isinstance(data, dict):
+            return
+        if "usage" in data:
+            for k, v in data["usage"].items():
+                self.usage[k] = self.usage.get(k, 0) + (v or 0)
+            self.usage["calls"] += 1
+            return
+        event = data.get("event")
+        if event in ("message", "message_end"):
+            yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
+
+    def _task_start(self, data: dict) -> Iterable[dict]:
+        node = self.nodes.get(data["name"])
+        if node is None:
+            return
+        try:
+            thoughts = node.thoughts(data["input"])
+        except Exception:          # thoughts are informative only; never fail a run for them
+            thoughts = ""
+        yield self.envelope("node_started", {
+            "inputs": None, "created_at": int(time.time()), "component_id": node.id,
+            "component_name": node.display_name, "component_type": node.component_type, "thoughts": thoughts})
+
+    def _task_result(self, data: dict) -> Iterable[dict]:
+        if data.get("error"):
+            return                  # failures arrive as the exception that ends the stream
+        result = data.get("result") or {}
+        if isinstance(result, list):      # some versions report writes as (channel, value) pairs
+            result = dict(result)
+        if data["name"] == FINISH:
+            history = result.get(HISTORY) or []
+            outputs = history[-1][1] if history else {}
+            self.finished = True
+            yield self.workflow_finished(outputs)
+            return
+        node = self.nodes.get(data["name"])
+        if node is None:
+            return
+        # producers whose stream this task consumed finish first, in the order they were held
+        for cid in [c for c in self.held if channel(c) in result]:
+            held = self.held.pop(cid)
+            held["outputs"] = {**held["outputs"], **result[channel(cid)]}
+            held["elapsed_time"] = held["outputs"].get("_elapsed_time", held["elapsed_time"])
+            yield self.envelope("node_finished", held)
+        outputs = result.get(node.channel) or {}
+        inputs = (result.get(TRACE) or {}).get(node.id, {})
+        finished = self.node_finished(node, outputs, inputs)
+        if any(is_pending(v) for v in outputs.values()):
+            self.held[node.id] = finished
+            return
+        yield self.envelope("node_finished", finished)
+
+    def node_finished(self, node, outputs: dict, inputs: dict, error: str | None = None) -> dict:
+        return {"inputs": inputs, "outputs": outputs, "component_id": node.id,
+                "component_name": node.display_name, "component_type": node.component_type,
+                "error": error or outputs.get("_ERROR") or None,
+                "elapsed_time": outputs.get("_elapsed_time", 0.0), "created_at": outputs.get("_created_time", 0.0)}
+
+    def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str) -> Iterable[dict]:
+        node = next((n for n in self.nodes.values() if n.id == component_id), None)
+        if node is None:
+            return
+        self.held.pop(component_id, None)
+        yield self.envelope("node_finished", self.node_finished(node, outputs, inputs, message))
+
+    def workflow_finished(self, outputs: Any) -> dict:
+        return self.envelope("workflow_finished", {
+            "inputs": self.request_inputs, "outputs": outputs,
+            "elapsed_time": time.perf_counter() - self.started_at, "created_at": time.perf_counter(),
+            "usage": dict(self.usage)})

@@ -1,0 +1,409 @@
+"""A scripted LangChain chat model for offline runs and tests.
+
+A *script* (the ``--llm-script`` file, see ``shared/parity/README.md``) lists the replies the
+models of one run give, in call order. Users test their agents offline with it, so a malformed
+script fails early with a :class:`ScriptError` that says what is wrong and where.
+
+One :class:`Script` is shared by every :class:`ScriptedChatModel` of a run: its queues are the
+run's single source of truth, consumed in call order whichever component calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+__all__ = [
+    "Reply",
+    "Script",
+    "ScriptError",
+    "ScriptExhausted",
+    "ScriptedChatModel",
+    "ScriptedProviderError",
+]
+
+DEFAULT_STREAM_CHUNKS = 3
+# RAGFlow's recorded traces report this score for scripted chunks that name none.
+DEFAULT_SIMILARITY = 0.9
+
+_SCRIPT_KEYS = {"replies", "by_component", "retrieval", "tool_results", "auto_reply", "stream_chunks"}
+_REPLY_KEYS = {"content", "reasoning", "chunks", "tool_calls", "error"}
+
+
+class ScriptError(Exception):
+    """The script file or one of its values has the wrong shape."""
+
+
+class ScriptExhausted(ScriptError):
+    """A model was called after its queues ran dry and the script has no ``auto_reply``."""
+
+
+class ScriptedProviderError(Exception):
+    """A scripted ``{"error": ...}`` reply: behaves like a failing LLM provider call."""
+
+
+@dataclass
+class Reply:
+    """One scripted model answer."""
+
+    content: str = ""
+    reasoning: str | None = None
+    chunks: list[str] | None = None  # explicit stream pieces, overriding the word split
+    tool_calls: list[dict] = field(default_factory=list)  # [{"name", "arguments": dict}]
+    error: str | None = None
+
+
+def _parse_arguments(arguments: Any, where: str) -> dict:
+    """Tool-call arguments as a dict; providers send JSON strings, scripts usually objects."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ScriptError(f"{where}: arguments is not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise ScriptError(f"{where}: arguments must be an object, got {type(arguments).__name__}")
+    return arguments
+
+
+def _optional_str(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ScriptError(f"{where} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _parse_reply(raw: Any, where: str) -> Reply:
+    """A reply is a plain string (its content) or an object with the keys of :class:`Reply`."""
+    if isinstance(raw, str):
+        return Reply(content=raw)
+    if not isinstance(raw, dict):
+        raise ScriptError(f"{where}: a reply must be a string or an object, got {type(raw).__name__}")
+    unknown = set(raw) - _REPLY_KEYS
+    if unknown:
+        raise ScriptError(f"{where}: unknown reply key(s) {sorted(unknown)}; allowed: {sorted(_REPLY_KEYS)}")
+    chunks = raw.get("chunks")
+    if chunks is not None and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)):
+        raise ScriptError(f"{where}.chunks must be a list of strings")
+    calls = raw.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ScriptError(f"{where}.tool_calls must be a list")
+    tool_calls = []
+    for i, call in enumerate(calls):
+        call_where = f"{where}.tool_calls[{i}]"
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+            raise ScriptError(f'{call_where} must be an object with a "name" string')
+        tool_calls.append({**call, "arguments": _parse_arguments(call.get("arguments"), call_where)})
+    return Reply(
+        content=_optional_str(raw.get("content"), f"{where}.content") or "",
+        reasoning=_optional_str(raw.get("reasoning"), f"{where}.reasoning"),
+        chunks=list(chunks) if chunks is not None else None,
+        tool_calls=tool_calls,
+        error=_optional_str(raw.get("error"), f"{where}.error"),
+    )
+
+
+def _parse_replies(raw: Any, where: str) -> list[Reply]:
+    if not isinstance(raw, list):
+        raise ScriptError(f"{where} must be a list of replies, got {type(raw).__name__}")
+    return [_parse_reply(r, f"{where}[{i}]") for i, r in enumerate(raw)]
+
+
+def _parse_chunk(raw: Any, where: str) -> dict:
+    """Retrieval chunks get the keys every consumer reads; extra keys are kept."""
+    if isinstance(raw, str):
+        raw = {"content": raw}
+    if not isinstance(raw, dict):
+        raise ScriptError(f"{where}: a retrieval chunk must be a string or an object")
+    if not isinstance(raw.get("content", ""), str):
+        raise ScriptError(f"{where}.content must be a string")
+    return {"content": "", "docnm_kwd": "", "doc_id": "", "similarity": DEFAULT_SIMILARITY, **raw}
+
+
+def _parse_tool_result(raw: Any, where: str) -> dict:
+    """A string is both the tool's ``formalized_content`` and what the model sees."""
+    if isinstance(raw, str):
+        return {"outputs": {"formalized_content": raw}, "return": raw}
+    if not isinstance(raw, dict) or not ({"outputs", "return"} & set(raw)):
+        raise ScriptError(f'{where}: a tool result must be a string or an object with "outputs"/"return"')
+    outputs = raw.get("outputs")
+    ret = raw.get("return")
+    if outputs is None:
+        outputs = {"formalized_content": ret if isinstance(ret, str) else json.dumps(ret, ensure_ascii=False)}
+    if not isinstance(outputs, dict):
+        raise ScriptError(f"{where}.outputs must be an object")
+    if "return" not in raw:
+        ret = outputs.get("formalized_content", "")
+    return {**raw, "outputs": outputs, "return": ret}
+
+
+def _str_keyed(raw: Any, where: str) -> dict:
+    if not isinstance(raw, dict):
+        raise ScriptError(f"{where} must be an object, got {type(raw).__name__}")
+    return raw
+
+
+@dataclass
+class Script:
+    """Shared, mutable state of one script: queues are consumed in call order across all models of a run."""
+
+    replies: list[Reply] = field(default_factory=list)
+    by_component: dict[str, list[Reply]] = field(default_factory=dict)
+    retrieval: list[dict] = field(default_factory=list)
+    tool_results: dict[str, list[dict]] = field(default_factory=dict)
+    auto_reply: str | None = None
+    stream_chunks: int = DEFAULT_STREAM_CHUNKS
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        # Sync callers may run on executor threads, so pops and the counter are guarded.
+        # (A plain attribute, not a field: the model's pydantic schema never sees it.)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, source: str | os.PathLike | list | dict | Script) -> Script:
+        """Build a script from a JSON file path or the already-parsed JSON (a list means replies)."""
+        if isinstance(source, Script):
+            return source
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ScriptError(f"cannot read script file {path}: {exc.strerror or exc}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise ScriptError(f"script file {path} is not valid JSON: {exc}") from None
+            try:
+                return cls.load(data)
+            except ScriptError as exc:
+                raise type(exc)(f"script file {path}: {exc}") from None
+        if isinstance(source, list):
+            return cls(replies=_parse_replies(source, "replies"))
+        if not isinstance(source, dict):
+            raise ScriptError(f"a script must be a list of replies or an object, got {type(source).__name__}")
+
+        unknown = set(source) - _SCRIPT_KEYS
+        if unknown:
+            raise ScriptError(f"unknown script key(s) {sorted(unknown)}; allowed: {sorted(_SCRIPT_KEYS)}")
+        stream_chunks = source.get("stream_chunks", DEFAULT_STREAM_CHUNKS)
+        if isinstance(stream_chunks, bool) or not isinstance(stream_chunks, int) or stream_chunks < 1:
+            raise ScriptError(f"stream_chunks must be a positive integer, got {stream_chunks!r}")
+        retrieval = source.get("retrieval") or []
+        if not isinstance(retrieval, list):
+            raise ScriptError("retrieval must be a list of chunks")
+        tool_results: dict[str, list[dict]] = {}
+        for key, entries in _str_keyed(source.get("tool_results") or {}, "tool_results").items():
+            if not isinstance(entries, list):
+                raise ScriptError(f"tool_results[{key!r}] must be a list of results")
+            tool_results[key] = [_parse_tool_result(e, f"tool_results[{key!r}][{i}]") for i, e in enumerate(entries)]
+        return cls(
+            replies=_parse_replies(source.get("replies") or [], "replies"),
+            by_component={
+                cid: _parse_replies(queue, f"by_component[{cid!r}]")
+                for cid, queue in _str_keyed(source.get("by_component") or {}, "by_component").items()
+            },
+            retrieval=[_parse_chunk(c, f"retrieval[{i}]") for i, c in enumerate(retrieval)],
+            tool_results=tool_results,
+            auto_reply=_optional_str(source.get("auto_reply"), "auto_reply"),
+            stream_chunks=stream_chunks,
+        )
+
+    def next_reply(self, component_id: str | None) -> Reply:
+        """The caller's own queue first, then the shared one, then ``auto_reply``."""
+        with self._lock:
+            self.calls += 1
+            own = self.by_component.get(component_id) if component_id is not None else None
+            queue = own or self.replies
+            if queue:
+                reply = queue.pop(0)
+                # Ids are fixed here, under the lock, so concurrent callers never share one.
+                reply.tool_calls = [
+                    {**call, "id": call.get("id") or f"call_{self.calls}_{i}"}
+                    for i, call in enumerate(reply.tool_calls)
+                ]
+                return reply
+            if self.auto_reply is not None:
+                # str.replace, not str.format: reply text may contain other braces.
+                text = self.auto_reply.replace("{n}", str(self.calls)).replace("{component}", component_id or "")
+                return Reply(content=text)
+        who = f"component {component_id!r}" if component_id else "an unnamed caller"
+        raise ScriptExhausted(
+            f"script exhausted: no reply left for {who} (model call {self.calls}); "
+            "add replies, by_component entries or an auto_reply"
+        )
+
+    def next_tool_result(
+        self, *, component_name: str, function_name: str | None = None, component_id: str | None = None
+    ) -> dict | None:
+        """The next scripted result for a tool execution, or None to run the tool for real.
+
+        The most specific key with entries left wins: component id, then function name, then
+        component name.
+        """
+        with self._lock:
+            for key in (component_id, function_name, component_name):
+                queue = self.tool_results.get(key) if key is not None else None
+                if queue:
+                    return queue.pop(0)
+        return None
+
+    def split_stream(self, text: str) -> list[str]:
+        """Split ``text`` on word boundaries into at most ``stream_chunks`` pieces that join back to it."""
+        words = re.findall(r"\S+\s*", text)
+        if not words:
+            return [text] if text else []
+        leading = text[: len(text) - len(text.lstrip())]
+        words[0] = leading + words[0]
+        size = math.ceil(len(words) / self.stream_chunks)
+        return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model whose answers come from a :class:`Script` instead of a provider."""
+
+    script: Script
+    component_id: str | None = None  # which component is calling (selects its by_component queue)
+    model_name: str = "scripted"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "component_id": self.component_id}
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        """Accept any tools: the script decides which calls happen, so names are never checked."""
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    # -- shared helpers -------------------------------------------------------------------------
+    def _take_reply(self) -> Reply:
+        reply = self.script.next_reply(self.component_id)
+        if reply.error is not None:
+            raise ScriptedProviderError(reply.error)
+        return reply
+
+    def _tool_calls(self, reply: Reply) -> list[dict]:
+        """LangChain tool calls; ids (``call_<model call>_<index>``) come from :meth:`Script.next_reply`."""
+        return [
+            {
+                "name": call["name"],
+                "args": _parse_arguments(call.get("arguments"), f"tool call {call['name']!r}"),
+                "id": call.get("id") or f"call_{i}",
+                "type": "tool_call",
+            }
+            for i, call in enumerate(reply.tool_calls)
+        ]
+
+    def _usage(self, messages: list[BaseMessage], reply: Reply) -> UsageMetadata:
+        inputs = sum(_word_count(m.text) for m in messages)
+        outputs = _word_count(reply.content)
+        return {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs}
+
+    def _response_metadata(self, reply: Reply) -> dict[str, Any]:
+        return {"model_name": self.model_name, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        reply = self._take_reply()
+        message = AIMessage(
+            content=reply.content,
+            additional_kwargs={"reasoning_content": reply.reasoning} if reply.reasoning else {},
+            tool_calls=self._tool_calls(reply),
+            usage_metadata=self._usage(messages, reply),
+            response_metadata=self._response_metadata(reply),
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _chunks(self, messages: list[BaseMessage]) -> list[ChatGenerationChunk]:
+        """All stream pieces of one reply; taken eagerly so an error surfaces before any output."""
+        reply = self._take_reply()
+        pieces: list[AIMessageChunk] = [
+            AIMessageChunk(content="", additional_kwargs={"reasoning_content": piece})
+            for piece in (self.script.split_stream(reply.reasoning) if reply.reasoning else [])
+        ]
+        content = reply.chunks if reply.chunks is not None else self.script.split_stream(reply.content)
+        pieces += [AIMessageChunk(content=piece) for piece in content]
+        if reply.tool_calls:
+            pieces.append(
+                AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        {"name": c["name"], "args": json.dumps(c["args"], ensure_ascii=False), "id": c["id"], "index": i}
+                        for i, c in enumerate(self._tool_calls(reply))
+                    ],
+                )
+            )
+        if not pieces:
+            pieces.append(AIMessageChunk(content=""))
+        last = pieces[-1]
+        pieces[-1] = AIMessageChunk(
+            content=last.content,
+            additional_kwargs=last.additional_kwargs,
+            tool_call_chunks=last.tool_call_chunks,
+            usage_metadata=self._usage(messages, reply),
+            response_metadata=self._response_metadata(reply),
+            chunk_position="last",
+        )
+        return [ChatGenerationChunk(message=p) for p in pieces]
+
+    # -- BaseChatModel hooks --------------------------------------------------------------------
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,  # tools / tool_choice from bind_tools: ignored on purpose
+    ) -> ChatResult:
+        return self._result(messages)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._result(messages)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk

@@ -1,0 +1,60 @@
+"""Start and end of a turn: the bookkeeping RAGFlow's Canvas.run does around the graph (SPEC 5.1, 5.8)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from runtime.state import GLOBALS, HISTORY, LAST, REFERENCE, REQUEST, channel
+
+
+def now_text() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping[str, Any],
+                 component_ids: list[str], query: str = "", inputs: Mapping[str, Any] | None = None,
+                 user_id: str = "", files: list | None = None) -> dict[str, Any]:
+    """The input that starts a turn: fresh component outputs, updated globals and history."""
+    previous = previous or {}
+    globals_ = dict(previous.get(GLOBALS) or initial_globals)
+    history = list(previous.get(HISTORY) or [])
+    globals_["sys.date"] = now_text()
+    if query:                           # an empty query keeps the previous one (SPEC 4.4)
+        globals_["sys.query"] = query
+    if user_id:
+        globals_["sys.user_id"] = user_id
+    if files:
+        globals_["sys.files"] = files
+    globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
+    history.append(["user", query])
+    globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
+    update: dict[str, Any] = {channel(cid): None for cid in component_ids}
+    update.update({
+        GLOBALS: globals_,
+        HISTORY: history,
+        REQUEST: {"query": query, "inputs": dict(inputs or {})},
+        LAST: "",
+        REFERENCE: {"chunks": {}, "doc_aggs": {}},
+    })
+    return update
+
+
+def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Record the assistant turn: the whole output dict of the last component (SPEC 5.8)."""
+    last = state.get(LAST) or ""
+    outputs = dict(state.get(channel(last)) or {}) if last else {}
+    history = list(state.get(HISTORY) or []) + [["assistant", outputs]]
+    sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or []) + [f"assistant: {outputs!r}"]
+    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}}
+
+
+def history_messages(history: list, window: int) -> list[dict[str, str]]:
+    """Canvas.get_history(n): the last 2n entries as {role, content}; dicts contribute their content."""
+    if window <= 0:
+        return []
+    out = []
+    for role, content in history[-2 * window:]:
+        if isinstance(content, dict):
+            content = content.get("content", "")
+        out.append({"role": role, "content": content if isinstance(content, str) else str(content)})
+    return out
