@@ -11,7 +11,7 @@ from langgraph.config import get_stream_writer
 from pydantic import Field, field_validator
 
 from compiler.refs import Ref, Template
-from nodes.base import Node, Params, Result, template
+from nodes.base import ComponentError, Node, Params, Result, template
 from nodes.llm import stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel
@@ -74,23 +74,16 @@ class Message(Node):
         writes: dict[str, Any] = {}
         for part in t.spliced:
             if isinstance(part, str):
-                write({"event": "message", "content": part})
-                parts.append(part)
-                continue
-            value = resolve(state, part)
-            if is_pending(value):
-                value = await self._relay(value, ctx, write, writes, state)
-                write_text = None
+                text = part
             else:
-                write_text = as_json_text(value)
-            if write_text is not None:
-                if write_text:
-                    write({"event": "message", "content": write_text})
-                parts.append(write_text)
-                inputs[part.expr] = write_text
-            else:
-                parts.append(value)
-                inputs[part.expr] = value
+                value = resolve(state, part)
+                if is_pending(value):          # relayed piece by piece as the model writes
+                    parts.append(inputs.setdefault(part.expr, await self._relay(value, ctx, write, writes, state)))
+                    continue
+                text = inputs[part.expr] = as_json_text(value)
+            if text:
+                write({"event": "message", "content": text})
+            parts.append(text)
         return "".join(parts), inputs, writes
 
     async def _relay(self, pending, ctx, write, writes, state) -> str:
@@ -99,21 +92,29 @@ class Message(Node):
         answer: list[str] = []
         shown: list[str] = []
         thinking = False
-        async for piece in stream_generation(pending, ctx):
-            if piece == "<think>":
-                thinking = True
-                write({"event": "message", "content": "", "start_to_think": True})
-            elif piece == "</think>":
-                thinking = False
-                write({"event": "message", "content": "", "end_to_think": True})
-            else:
-                write({"event": "message", "content": piece})
-                shown.append(piece)
-                if not thinking:
-                    answer.append(piece)
         created = (state.get(channel(producer)) or {}).get("_created_time", time.perf_counter())
+        try:
+            async for piece in stream_generation(pending, ctx):
+                self._show(piece, write, shown, answer, thinking)
+                thinking = piece == "<think>" or (thinking and piece != "</think>")
+        except Exception as e:      # the failure belongs to the LLM whose generation this is
+            message = str(e) or type(e).__name__
+            raise ComponentError(producer, message, {"_created_time": created, "_ERROR": message,
+                                                     "_elapsed_time": time.perf_counter() - created}) from e
         writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
         return "".join(shown)
+
+    @staticmethod
+    def _show(piece: str, write, shown: list[str], answer: list[str], thinking: bool) -> None:
+        if piece == "<think>":
+            write({"event": "message", "content": "", "start_to_think": True})
+        elif piece == "</think>":
+            write({"event": "message", "content": "", "end_to_think": True})
+        else:
+            write({"event": "message", "content": piece})
+            shown.append(piece)
+            if not thinking:
+                answer.append(piece)
 
     async def _render(self, t: Template, state, ctx):
         """Exact substitution with Jinja rendering (non-streaming mode)."""

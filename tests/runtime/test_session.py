@@ -1,0 +1,121 @@
+"""A session is a checkpointed conversation: turns continue it, failures stop a turn, not the session."""
+from __future__ import annotations
+
+import pytest
+
+from compiler import compile_dsl
+from runtime.checkpoint import open_checkpointer
+from runtime.models import ModelFactory
+from runtime.scripted import Script, ScriptedChatModel
+from runtime.session import Runner, TurnRequest
+from runtime.state import HISTORY
+
+SEEN: list[list] = []
+
+
+class RecordingModel(ScriptedChatModel):
+    """The scripted model, remembering the messages of every call."""
+
+    async def _astream(self, messages, *args, **kwargs):
+        SEEN.append([(m.type, m.content) for m in messages])
+        async for chunk in super()._astream(messages, *args, **kwargs):
+            yield chunk
+
+
+class RecordingFactory(ModelFactory):
+    def chat_model(self, llm_id, *, component_id=None, gen_conf=None):
+        return RecordingModel(script=self._script, component_id=component_id)
+
+    def __init__(self, script):
+        super().__init__(script=script)
+        self._script = script
+
+
+def chat_dsl() -> dict:
+    return {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["LLM:A"]},
+        "LLM:A": {"obj": {"component_name": "LLM", "params": {
+            "llm_id": "m@OpenAI", "sys_prompt": "Be brief.", "prompts": [{"role": "user", "content": "{sys.query}"}]}},
+            "downstream": ["Message:M"]},
+        "Message:M": {"obj": {"component_name": "Message", "params": {
+            "content": ["Turn {sys.conversation_turns}: {LLM:A@content}"]}}, "downstream": []},
+    }}
+
+
+async def run(runner: Runner, session: str, query: str) -> list[dict]:
+    return [e async for e in runner.run_turn(session, TurnRequest(query=query))]
+
+
+def names(events: list[dict]) -> list[str]:
+    return [e["event"] + (":" + e["data"]["component_id"] if "component_id" in e["data"] else "") for e in events]
+
+
+async def test_a_second_turn_continues_the_conversation_from_the_database(tmp_path):
+    SEEN.clear()
+    db = str(tmp_path / "sessions.db")
+    script = Script.load(["Paris.", "Rome."])
+    compiled = compile_dsl(chat_dsl())
+    async with open_checkpointer(db) as saver:
+        await run(Runner(compiled, saver, RecordingFactory(script), script), "s1", "Capital of France?")
+    async with open_checkpointer(db) as saver:           # a new runner, as another process would be
+        runner = Runner(compiled, saver, RecordingFactory(script), script)
+        events = await run(runner, "s1", "And of Italy?")
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": "s1"}})).values
+    final = events[-1]
+    assert final["event"] == "workflow_finished"
+    assert final["data"]["outputs"]["content"] == "Turn2:Rome."
+    assert SEEN[1] == [("system", "Be brief."), ("human", "Capital of France?"), ("ai", "Turn1:Paris."), ("human", "And of Italy?")]
+    assert [role for role, _ in state[HISTORY]] == ["user", "assistant", "user", "assistant"]
+    assert state["globals"]["sys.history"][:2] == ["user: Capital of France?", "assistant: " + repr(state[HISTORY][1][1])]
+
+
+async def test_sessions_do_not_see_each_other(tmp_path):
+    script = Script.load({"auto_reply": "ok"})
+    compiled = compile_dsl(chat_dsl())
+    async with open_checkpointer(str(tmp_path / "s.db")) as saver:
+        runner = Runner(compiled, saver, ModelFactory(script=script), script)
+        await run(runner, "a", "one")
+        await run(runner, "a", "two")
+        events = await run(runner, "b", "three")
+    assert events[-1]["data"]["outputs"]["content"] == "Turn1:ok"
+
+
+async def test_a_streamed_llm_finishes_after_the_message_that_shows_it():
+    script = Script.load(["The capital of France is Paris."])
+    async with open_checkpointer(None) as saver:
+        events = await run(Runner(compile_dsl(chat_dsl()), saver, ModelFactory(script=script), script), "s", "q")
+    assert names(events) == [
+        "workflow_started", "node_started:begin", "node_finished:begin", "node_started:LLM:A", "node_started:Message:M",
+        "message", "message", "message", "message", "message", "message", "message_end",
+        "node_finished:LLM:A", "node_finished:Message:M", "workflow_finished"]
+    assert [e["data"]["content"] for e in events if e["event"] == "message"] == [
+        "Turn", "1", ":", "The capital ", "of France ", "is Paris."]
+    llm = next(e for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == "LLM:A")
+    assert llm["data"]["outputs"]["content"] == "The capital of France is Paris."
+
+
+async def test_a_failing_component_stops_the_turn_but_not_the_session():
+    script = Script.load([{"error": "provider is down"}, "Back again."])
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(chat_dsl()), saver, ModelFactory(script=script), script)
+        failed = await run(runner, "s", "first")
+        assert runner.outcome.status == "stopped"
+        recovered = await run(runner, "s", "second")
+    assert names(failed)[-1] == "node_finished:LLM:A"
+    assert failed[-1]["data"]["error"] == "provider is down"
+    assert failed[-1]["data"]["outputs"]["_ERROR"] == "provider is down"
+    assert "workflow_finished" not in names(failed)
+    assert recovered[-1]["event"] == "workflow_finished"
+    assert recovered[-1]["data"]["outputs"]["content"] == "Turn2:Back again."
+
+
+async def test_reasoning_streams_between_think_markers_and_stays_out_of_the_llm_content():
+    script = Script.load([{"content": "Answer.", "reasoning": "Let me think."}])
+    async with open_checkpointer(None) as saver:
+        events = await run(Runner(compile_dsl(chat_dsl()), saver, ModelFactory(script=script), script), "s", "q")
+    messages = [e["data"] for e in events if e["event"] == "message"]
+    assert {"content": "", "start_to_think": True} in messages
+    assert {"content": "", "end_to_think": True} in messages
+    llm = next(e for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == "LLM:A")
+    assert llm["data"]["outputs"]["content"] == "Answer."
+    assert events[-1]["data"]["outputs"]["content"] == "Turn1:Let me think.Answer."
