@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler.refs import Ref, Template, parse_template, parse_ref, looks_like_ref
@@ -105,6 +106,14 @@ class Node:
         if result.writes:
             update.update(result.writes)
         return update
+
+
+def stream_writer():
+    """LangGraph's stream writer, or a no-op when a node runs outside a graph (in unit tests, say)."""
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return lambda item: None
 
 
 def template(text: Any, **kw) -> Template:

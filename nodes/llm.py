@@ -11,11 +11,10 @@ from typing import Any, AsyncIterator, Mapping
 
 import json_repair
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.config import get_stream_writer
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
-from nodes.base import Node, Params, Result, template
+from nodes.base import Node, Params, Result, stream_writer, template
 from nodes.registry import register
 from runtime.state import HISTORY
 from runtime.turn import history_messages
@@ -95,7 +94,7 @@ def text_of(content: Any) -> str:
 def report_usage(message: Any) -> None:
     usage = getattr(message, "usage_metadata", None)
     if usage:
-        get_stream_writer()({"usage": {"prompt_tokens": usage.get("input_tokens", 0),
+        stream_writer()({"usage": {"prompt_tokens": usage.get("input_tokens", 0),
                                        "completion_tokens": usage.get("output_tokens", 0),
                                        "total_tokens": usage.get("total_tokens", 0)}})
 

@@ -7,11 +7,10 @@ import time
 from typing import Any
 
 from jinja2.sandbox import SandboxedEnvironment
-from langgraph.config import get_stream_writer
 from pydantic import Field, field_validator
 
 from compiler.refs import Ref, Template
-from nodes.base import ComponentError, Node, Params, Result, template
+from nodes.base import ComponentError, Node, Params, Result, stream_writer, template
 from nodes.llm import stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel
@@ -51,7 +50,7 @@ class Message(Node):
 
     async def run(self, state, ctx) -> Result:
         t = self.templates[0] if len(self.templates) == 1 else random.choice(self.templates)
-        write = get_stream_writer()
+        write = stream_writer()
         if self.params.stream and not t.has_jinja:
             content, inputs, writes = await self._stream(t, state, ctx, write)
         else:
@@ -121,12 +120,13 @@ class Message(Node):
         from nodes.base import settle_pending
         state, writes = await settle_pending(self, t.refs, state, ctx)
         values = {r.expr: resolve(state, r) for r in t.refs}
-        text = "".join(p if isinstance(p, str) else "{" + _sanitised(p.expr) + "}" for p in t.exact)
+        # RAGFlow swaps each {ref} for a plain name Jinja can use, renders, then swaps names for values.
+        text = "".join(p if isinstance(p, str) else _sanitised(p.expr) for p in t.exact)
         if t.has_jinja:
             try:
                 text = _JINJA.from_string(text).render(**{_sanitised(k): v for k, v in values.items()})
             except Exception:
                 pass          # RAGFlow falls back to the raw text when Jinja fails
         for expr, value in values.items():
-            text = text.replace("{" + _sanitised(expr) + "}", as_json_text(value))
+            text = text.replace(_sanitised(expr), as_json_text(value))
         return text, {k: as_json_text(v) for k, v in values.items()}, writes

@@ -1,0 +1,41 @@
+"""Build single components through the real compiler and run them against a hand-made state."""
+from __future__ import annotations
+
+from typing import Any
+
+from compiler import diagnose
+from runtime.context import RunContext
+from runtime.models import ModelFactory
+from runtime.scripted import Script
+
+
+def canvas(**components: dict) -> dict:
+    """A DSL with a Begin plus the given components (`{"Cpn:Id": {"component_name", "params", "downstream"}}`)."""
+    comps: dict[str, Any] = {"begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": list(components)[:1]}}
+    for cid, spec in components.items():
+        comps[cid] = {"obj": {"component_name": spec["component_name"], "params": spec.get("params", {})},
+                      "downstream": spec.get("downstream", [])}
+    return {"components": comps}
+
+
+def build(cid: str, component_name: str, params: dict, **more: dict):
+    compiled, diags = diagnose(canvas(**{cid: {"component_name": component_name, "params": params}}, **more))
+    assert compiled is not None, [str(d) for d in diags]
+    return compiled.plan.nodes[cid]
+
+
+def errors(component_name: str, params: dict) -> list:
+    _, diags = diagnose(canvas(**{"X:1": {"component_name": component_name, "params": params}}))
+    return [d for d in diags if d.severity == "error"]
+
+
+def context(*replies: Any, **script: Any) -> RunContext:
+    s = Script.load({"replies": list(replies), **script})
+    return RunContext(models=ModelFactory(script=s), script=s)
+
+
+def state(query: str = "", **outputs: dict) -> dict:
+    st: dict[str, Any] = {"globals": {"sys.query": query, "sys.conversation_turns": 1}, "history": [["user", query]]}
+    for cid, out in outputs.items():
+        st["out:" + cid.replace("__", ":")] = out
+    return st
