@@ -44,7 +44,9 @@ class CompiledCanvas:
         return self._graphs[key]
 
     def node_by_name(self) -> dict[str, Any]:
-        return {self.plan.node_names[cid]: node for cid, node in self.plan.nodes.items()}
+        if "_by_name" not in self.__dict__:
+            self.__dict__["_by_name"] = {self.plan.node_names[cid]: node for cid, node in self.plan.nodes.items()}
+        return self.__dict__["_by_name"]
 
 
 def diagnose(source: Any) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
@@ -67,17 +69,27 @@ _CACHE: dict[str, CompiledCanvas] = {}
 
 def compile_dsl(source: Any) -> CompiledCanvas:
     """Compile once per DSL content: the same DSL text returns the same CompiledCanvas."""
-    key = _digest(source) if not isinstance(source, (str, bytes)) else hashlib.sha256(
-        source if isinstance(source, bytes) else source.encode()).hexdigest()
-    if key in _CACHE:
+    key = _source_key(source)
+    if key is not None and key in _CACHE:
         return _CACHE[key]
     compiled, diags = diagnose(source)
     if compiled is None:
         raise CompileError(diags)
-    if len(_CACHE) > 256:
-        _CACHE.clear()
-    _CACHE[key] = compiled
+    if key is not None:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = compiled
     return compiled
+
+
+def _source_key(source: Any) -> str | None:
+    """The cache key of a source; None when it cannot be hashed (too deep, odd keys): diagnose decides."""
+    if isinstance(source, (str, bytes)):
+        return hashlib.sha256(source if isinstance(source, bytes) else source.encode()).hexdigest()
+    try:
+        return _digest(source)
+    except (RecursionError, TypeError, ValueError):
+        return None
 
 
 def _digest(value: Any) -> str:

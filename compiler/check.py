@@ -21,11 +21,36 @@ def check_plan(plan: Plan, out: Collector) -> None:
     for edge in plan.edges:
         if edge.kind == "route" and edge.target not in comps:
             out.error("dangling-route", f"{edge.label or 'a branch'} leads to '{edge.target}', which is not a component",
-                      edge.source, "params")
+                      edge.source, _route_field(plan, edge))
 
     _check_references(plan, out)
     _check_reachable(plan, out)
     _check_cycles(plan, out)
+
+
+def _route_field(plan: Plan, edge) -> str:
+    """Where a branch's targets are written in the params (SPEC 2.3)."""
+    ctype = plan.dsl.components[edge.source].component_name
+    if ctype == "Switch":
+        if edge.label == "else":
+            return "params.end_cpn_ids"
+        if edge.label.startswith("Case ") and edge.label[5:].isdigit():
+            return f"params.conditions.{int(edge.label[5:]) - 1}.to"
+    if ctype == "Categorize" and edge.label:
+        return f"params.category_description.{edge.label}.to"
+    return "params"
+
+
+def _successors(plan: Plan) -> dict[str, list[str]]:
+    """The plan's edges, plus the `downstream` of components that could not be planned (unsupported
+    or invalid), so their successors are not reported as unreachable nor left out of the cycle check."""
+    succ: dict[str, list[str]] = {}
+    for e in plan.edges:
+        succ.setdefault(e.source, []).append(e.target)
+    for cid, entry in plan.dsl.components.items():
+        if cid not in plan.nodes:
+            succ.setdefault(cid, []).extend(entry.downstream)
+    return succ
 
 
 def _check_references(plan: Plan, out: Collector) -> None:
@@ -47,7 +72,10 @@ def _check_references(plan: Plan, out: Collector) -> None:
             spec = plan.specs.get(ref.name)
             if target is None or spec is None:
                 continue
-            known = spec.outputs(target.params)
+            try:
+                known = spec.outputs(target.params)
+            except Exception:       # the target's own params are odd; its diagnostics say why
+                known = None
             declared = set(target.params.outputs) if isinstance(target.params.outputs, dict) else set()
             if known is not None and ref.key not in known | declared:
                 out.warning("unknown-output", f"{{{ref.expr}}}: component '{ref.name}' has no output '{ref.key}' "
@@ -58,9 +86,7 @@ def _check_reachable(plan: Plan, out: Collector) -> None:
     comps = plan.dsl.components
     if "begin" not in comps:
         return
-    succ: dict[str, list[str]] = {}
-    for e in plan.edges:
-        succ.setdefault(e.source, []).append(e.target)
+    succ = _successors(plan)
     for cid, entry in comps.items():      # container children are reached through their container
         if entry.parent_id:
             succ.setdefault(entry.parent_id, []).append(cid)
@@ -80,10 +106,8 @@ def _check_reachable(plan: Plan, out: Collector) -> None:
 
 def _check_cycles(plan: Plan, out: Collector) -> None:
     """RAGFlow's editor refuses cycles; repetition only comes from Iteration and Loop."""
-    succ: dict[str, list[str]] = {}
-    for e in plan.edges:
-        if e.target in plan.dsl.components:
-            succ.setdefault(e.source, []).append(e.target)
+    comps = plan.dsl.components
+    succ = {cid: [t for t in targets if t in comps] for cid, targets in _successors(plan).items()}
     WHITE, GREY, BLACK = 0, 1, 2
     color = {cid: WHITE for cid in plan.dsl.components}
     reported: set[frozenset] = set()
@@ -104,7 +128,9 @@ def _check_cycles(plan: Plan, out: Collector) -> None:
             if color[nxt] == GREY:
                 cycle = path[path.index(nxt):] + [nxt]
                 key = frozenset(cycle)
-                if key not in reported:
+                parents = {comps[c].parent_id for c in cycle}
+                inside_container = len(parents) == 1 and None not in parents   # an old explicit back-edge
+                if key not in reported and not inside_container:
                     reported.add(key)
                     out.error("cycle", "downstream edges form a cycle outside any Iteration or Loop: " + " -> ".join(cycle),
                               nxt, "downstream")

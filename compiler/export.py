@@ -11,7 +11,12 @@ def _label(plan: Plan, cid: str) -> str:
     entry = plan.dsl.components.get(cid)
     name = (entry.display_name if entry else "") or cid
     ctype = node.component_type if node else (entry.component_name if entry else "?")
-    return f"{name}<br/><small>{ctype}</small>".replace('"', "#quot;")
+    return f"{_text(name)}<br/><small>{_text(ctype)}</small>"
+
+
+def _text(value: str) -> str:
+    """Text inside a quoted Mermaid label: no double quotes, and no line breaks, which end a statement."""
+    return " ".join(str(value).replace('"', "#quot;").splitlines())
 
 
 def to_mermaid(plan: Plan) -> str:
@@ -24,7 +29,7 @@ def to_mermaid(plan: Plan) -> str:
         if edge.target not in ids:
             continue
         if edge.kind == "route":
-            lines.append(f'    {ids[edge.source]} -. "{edge.label.replace(chr(34), "#quot;")}" .-> {ids[edge.target]}')
+            lines.append(f'    {ids[edge.source]} -. "{_text(edge.label)}" .-> {ids[edge.target]}')
         else:
             lines.append(f"    {ids[edge.source]} --> {ids[edge.target]}")
     for cid, node in plan.nodes.items():

@@ -99,8 +99,10 @@ def load_dsl(source: str | bytes | dict) -> CanvasDSL:
     doc = parse_json(source) if isinstance(source, (str, bytes)) else source
     if not _check_depth(doc):
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
-    dsl = migrate(unwrap(doc))
-    return build_model(dsl)
+    dsl = unwrap(doc)
+    if dsl is not doc and not _check_depth(dsl):     # a 'dsl' stored as a JSON string
+        raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    return build_model(migrate(dsl))
 
 
 def build_model(dsl: dict) -> CanvasDSL:
@@ -111,6 +113,9 @@ def build_model(dsl: dict) -> CanvasDSL:
     names = _display_names(dsl.get("graph"))
     entries: dict[str, ComponentEntry] = {}
     for cid, raw in comps.items():
+        if not isinstance(cid, str) or not cid:     # only possible when a dict is passed in, or ""
+            out.error("bad-component-id", f"component ids must be non-empty strings, not {cid!r}", str(cid))
+            continue
         entry = _entry(cid, raw, names.get(cid, ""), out)
         if entry is not None:
             entries[cid] = entry
@@ -120,7 +125,7 @@ def build_model(dsl: dict) -> CanvasDSL:
     variables = dsl.get("variables")
     if isinstance(variables, list):      # legacy form
         variables = {}
-    if variables is not None and not isinstance(variables, dict):
+    if variables is not None and (not isinstance(variables, dict) or not all(isinstance(k, str) for k in variables)):
         out.error("bad-variables", "'variables' must be an object of env variable declarations", field="variables")
         variables = {}
     if out.has_errors:

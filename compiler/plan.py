@@ -76,16 +76,26 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
     specs: dict[str, ComponentSpec] = {}
     for cid, entry in dsl.components.items():
         spec = _spec_for(entry, out)
+        _check_tools(entry, out)
         if spec is None:
             continue
         params = _params_for(entry, spec, out)
         if params is None:
             continue
         try:
-            nodes[cid] = spec.node(entry, params, info)
-            specs[cid] = spec
+            node = spec.node(entry, params, info)
+            routes = _routes_of(node) if spec.routes else []
         except NodeConfigError as e:
             out.error("invalid-param", e.message, cid, e.field)
+            continue
+        except Exception as e:     # a params shape the node's checks did not foresee
+            out.error("invalid-param", f"the params cannot be used: {_reason(e)}", cid, "params")
+            continue
+        if routes is None:
+            out.error("invalid-param", "every branch target must be a component id (a string)", cid, "params")
+            continue
+        nodes[cid] = node
+        specs[cid] = spec
     plan = Plan(dsl=dsl, nodes=nodes, specs=specs)
     taken: set[str] = set()
     plan.node_names = {cid: node_name(cid, taken) for cid in dsl.components}
@@ -98,6 +108,37 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
             for t in node.downstream:
                 plan.edges.append(Edge(cid, t, "next"))
     return plan
+
+
+def _routes_of(node) -> list | None:
+    """A routing node's (label, targets) pairs, or None when a target is not a string."""
+    routes = [(label, list(targets)) for label, targets in node.routes()]
+    if not all(isinstance(t, str) for _, targets in routes for t in targets):
+        return None
+    return routes
+
+
+def _reason(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _check_tools(entry: ComponentEntry, out: Collector, tools=None, where: str = "params.tools") -> None:
+    """Agent tools (and sub-agents' tools) are components too: RAGFlow imports each by name."""
+    tools = entry.params.get("tools") if tools is None else tools
+    if not isinstance(tools, list):
+        return
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("component_name"), str):
+            continue
+        name, field_ = tool["component_name"], f"{where}.{i}.component_name"
+        if name in NO_ENGINE_CLASS:
+            out.error("no-engine-class", f"tool '{name}' is a canvas operator that RAGFlow's engine cannot run "
+                      "either; remove it or replace it with a supported tool", entry.id, field_)
+        elif lookup(name) is None and name not in KNOWN_ELSEWHERE:
+            out.error("unknown-component", f"unknown tool component_name '{name}'", entry.id, field_)
+        sub = tool.get("params")
+        if isinstance(sub, dict) and isinstance(sub.get("tools"), list):
+            _check_tools(entry, out, sub["tools"], f"{where}.{i}.params.tools")
 
 
 def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
@@ -117,6 +158,9 @@ def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
 
 
 def _params_for(entry: ComponentEntry, spec: ComponentSpec, out: Collector):
+    """RAGFlow merges params onto the Param defaults, then runs check() on the result (SPEC 2.2):
+    the defaults are checked too (`validate_default` on Params), so an LLM without `llm_id`
+    fails like one with `llm_id: ""`."""
     try:
         return spec.params.model_validate(entry.params)
     except ValidationError as e:
@@ -126,4 +170,7 @@ def _params_for(entry: ComponentEntry, spec: ComponentSpec, out: Collector):
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             out.error("invalid-param", msg, entry.id, f"params.{loc}" if loc != "params" else "params")
+        return None
+    except Exception as e:     # a validator that did not expect this type (TypeError etc.)
+        out.error("invalid-param", f"the params cannot be used: {_reason(e)}", entry.id, "params")
         return None

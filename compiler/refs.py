@@ -94,7 +94,9 @@ def parse_template(text: str, *, iteration_aliases: bool = False) -> Template:
     matches = [(m, parse_ref(m.group(1))) for m in REF_PATTERN.finditer(text)]
     if iteration_aliases:
         for m in ITERATION_ALIAS_PATTERN.finditer(text):
-            if not any(a.start() <= m.start() < a.end() for a, _ in matches):
+            # skip only an alias inside a reference's expression: a match's surrounding spaces may
+            # overlap a neighbouring reference's ("{sys.query} {item}"), and both must count
+            if not any(a.start(1) <= m.start(1) < a.end(1) for a, _ in matches):
                 alias = m.group(1)
                 aliases.append(alias)
                 matches.append((m, Ref(expr=alias, kind="component", name="", key=alias)))

@@ -14,7 +14,7 @@ from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler.refs import Ref, Template, parse_template, parse_ref, looks_like_ref
-from runtime.state import LAST, TRACE, channel
+from runtime.state import LAST, OUT_PREFIX, OUTPUTS, channel, outputs_of, with_outputs
 from runtime.values import PENDING, is_pending
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class Params(BaseModel):
     """ComponentParamBase (SPEC 2.2): unknown keys are kept, as RAGFlow sets them as attributes."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_default=True)
 
     message_history_window_size: int = Field(13, ge=0)
     inputs: Any = Field(default_factory=dict)
@@ -102,9 +102,15 @@ class Node:
                 "_created_time": created, "_ERROR": str(e) or type(e).__name__,
                 "_elapsed_time": time.perf_counter() - created}) from e
         outputs = {"_created_time": created, **result.outputs, "_elapsed_time": time.perf_counter() - created}
-        update = {self.channel: outputs, LAST: self.id, TRACE: {self.id: result.inputs}}
-        if result.writes:
-            update.update(result.writes)
+        written = {self.id: outputs}
+        # `last` names the component for the end of the turn and carries the inputs node_finished
+        # reports, riding on a write every node makes anyway
+        update: dict[str, Any] = {OUTPUTS: written, LAST: {"component_id": self.id, "inputs": result.inputs}}
+        for key, value in result.writes.items():
+            if key.startswith(OUT_PREFIX):
+                written[key[len(OUT_PREFIX):]] = value
+            else:
+                update[key] = value
         return update
 
 
@@ -142,14 +148,12 @@ async def settle_pending(node: Node, refs, state, ctx):
     for ref in refs:
         if ref.kind != "component" or not ref.name:
             continue
-        value = (state.get(channel(ref.name)) or {}).get(ref.key)
+        value = outputs_of(state, ref.name).get(ref.key)
         if not is_pending(value):
             continue
         from nodes.llm import complete
         text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
-        view = dict(state) if view is None else view
-        ch = channel(ref.name)
-        created = (state.get(ch) or {}).get("_created_time", _time.perf_counter())
-        view[ch] = {**(state.get(ch) or {}), ref.key: text}
-        writes[ch] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
+        created = outputs_of(state, ref.name).get("_created_time", _time.perf_counter())
+        view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
+        writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes

@@ -13,7 +13,7 @@ from compiler.refs import Ref, Template
 from nodes.base import ComponentError, Node, Params, Result, stream_writer, template
 from nodes.llm import stream_generation
 from nodes.registry import register
-from runtime.state import REFERENCE, channel
+from runtime.state import REFERENCE, channel, outputs_of
 from runtime.values import as_json_text, is_pending, resolve
 
 _JINJA = SandboxedEnvironment()
@@ -28,10 +28,10 @@ class MessageParams(Params):
     @field_validator("content", mode="before")
     @classmethod
     def _content(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = [v]
         if not v:
             raise ValueError("content must have at least one message text")
+        if isinstance(v, str):
+            v = [v]
         return [c if isinstance(c, str) else str(c) for c in v]
 
 
@@ -91,7 +91,7 @@ class Message(Node):
         answer: list[str] = []
         shown: list[str] = []
         thinking = False
-        created = (state.get(channel(producer)) or {}).get("_created_time", time.perf_counter())
+        created = outputs_of(state, producer).get("_created_time", time.perf_counter())
         try:
             async for piece in stream_generation(pending, ctx):
                 self._show(piece, write, shown, answer, thinking)

@@ -12,7 +12,7 @@ from compiler.plan import NodeConfigError
 from compiler.refs import Ref, Template
 from nodes.base import Node, Params, Result, bare_or_braced_ref, is_pending, settle_pending, template
 from nodes.registry import register
-from runtime.state import GLOBALS, channel
+from runtime.state import GLOBALS, channel, outputs_of, with_outputs
 from runtime.values import as_json_text, render, resolve
 
 
@@ -215,12 +215,11 @@ class VariableAssigner(Node):
             view[GLOBALS] = {**(view.get(GLOBALS) or {}), target.name: value}
             writes.setdefault(GLOBALS, {})[target.name] = value
             return
-        ch = channel(target.name)
-        outputs = view.get(ch) or {}
+        outputs = outputs_of(view, target.name)
         if target.path:
             value = nested_set(outputs.get(target.key, ""), target.path, value, f"{target.name}@{target.key}")
-        view[ch] = {**outputs, target.key: value}
-        writes.setdefault(ch, {})[target.key] = value
+        view.update(with_outputs(view, target.name, {target.key: value}))
+        writes.setdefault(channel(target.name), {})[target.key] = value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any, Iterable
 
-from runtime.state import HISTORY, TRACE, channel
+from runtime.state import HISTORY, LAST, OUTPUTS
 from runtime.values import is_pending
 
 FINISH = "__canvas_finish__"
@@ -90,13 +90,14 @@ class EventAdapter:
         if node is None:
             return
         # producers whose stream this task consumed finish first, in the order they were held
-        for cid in [c for c in self.held if channel(c) in result]:
+        written = result.get(OUTPUTS) or {}
+        for cid in [c for c in self.held if c in written]:
             held = self.held.pop(cid)
-            held["outputs"] = {**held["outputs"], **result[channel(cid)]}
+            held["outputs"] = {**held["outputs"], **written[cid]}
             held["elapsed_time"] = held["outputs"].get("_elapsed_time", held["elapsed_time"])
             yield self.envelope("node_finished", held)
-        outputs = result.get(node.channel) or {}
-        inputs = (result.get(TRACE) or {}).get(node.id, {})
+        outputs = written.get(node.id) or {}
+        inputs = (result.get(LAST) or {}).get("inputs") or {}
         finished = self.node_finished(node, outputs, inputs)
         if any(is_pending(v) for v in outputs.values()):
             self.held[node.id] = finished

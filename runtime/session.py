@@ -52,11 +52,17 @@ class Runner:
             if llm_id:
                 self.models.check(llm_id, component_id=cid)
 
+    async def _saved_values(self, config: dict) -> dict | None:
+        """The session's last checkpointed channel values (cheaper than building a StateSnapshot)."""
+        if self.checkpointer is None:
+            return None
+        saved = await self.checkpointer.aget_tuple(config)
+        return saved.checkpoint["channel_values"] if saved else None
+
     async def run_turn(self, session_id: str, request: TurnRequest) -> AsyncIterator[dict]:
         self.outcome = TurnOutcome()
         config = {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
-        snapshot = await self.graph.aget_state(config)
-        update = prepare_turn(snapshot.values if snapshot else None,
+        update = prepare_turn(await self._saved_values(config),
                               initial_globals=self.compiled.plan.dsl.initial_globals(),
                               component_ids=self.compiled.component_ids, query=request.query,
                               inputs=request.inputs, user_id=request.user_id, files=request.files)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from runtime.state import GLOBALS, HISTORY, LAST, REFERENCE, REQUEST, channel
+from runtime.state import GLOBALS, HISTORY, LAST, OUTPUTS, REFERENCE, REQUEST, outputs_of
 
 
 def now_text() -> str:
@@ -28,12 +28,12 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
     globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
     history.append(["user", query])
     globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
-    update: dict[str, Any] = {channel(cid): None for cid in component_ids}
+    update: dict[str, Any] = {OUTPUTS: None}     # every component starts the turn without outputs
     update.update({
         GLOBALS: globals_,
         HISTORY: history,
         REQUEST: {"query": query, "inputs": dict(inputs or {})},
-        LAST: "",
+        LAST: {},
         REFERENCE: {"chunks": {}, "doc_aggs": {}},
     })
     return update
@@ -41,8 +41,8 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
 
 def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     """Record the assistant turn: the whole output dict of the last component (SPEC 5.8)."""
-    last = state.get(LAST) or ""
-    outputs = dict(state.get(channel(last)) or {}) if last else {}
+    last = (state.get(LAST) or {}).get("component_id") or ""
+    outputs = dict(outputs_of(state, last)) if last else {}
     history = list(state.get(HISTORY) or []) + [["assistant", outputs]]
     sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or []) + [f"assistant: {outputs!r}"]
     return {HISTORY: history, GLOBALS: {"sys.history": sys_history}}

@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable, Iterable, Mapping
 
 from compiler.refs import Ref, Template
-from runtime.state import GLOBALS, channel
+from runtime.state import GLOBALS, outputs_of
 
 # An LLM or Agent whose direct downstream is a Message does not call its model itself: like
 # RAGFlow's lazy partial, it leaves this marker as its `content` and the Message runs the
@@ -33,7 +33,7 @@ def resolve(state: Mapping[str, Any], ref: Ref, aliases: Mapping[str, Any] | Non
         return values[ref.name]
     if not ref.name and aliases is not None:          # {item} / {index} / {result} inside an Iteration
         return aliases.get(ref.key, "")
-    outputs = state.get(channel(ref.name)) or {}
+    outputs = outputs_of(state, ref.name)
     value = outputs.get(ref.key, "")
     for seg in ref.path:
         value = _step(value, seg)

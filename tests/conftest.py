@@ -21,3 +21,39 @@ def shared_dir() -> Path:
             pytest.fail(f"{path} is missing: CI must run with shared/ beside the checkout")
         pytest.skip(f"{path} is absent: the RAGFlow reference material lives outside this repository")
     return path
+
+
+def shared_json_params(*subdirs: str) -> list:
+    """`pytest.param`s for every JSON file in `../shared/ragflow/<subdir>`, safe at collection time.
+
+    When the folder is absent it yields a single `None` param; the test passes it to
+    `require_shared_file`, which skips (or fails under CI=true) through `shared_dir()`.
+    """
+    base = REPO.parent / "shared" / "ragflow"
+    files = sorted(p for sub in subdirs for p in (base / sub).glob("*.json")) if base.is_dir() else []
+    if not files:
+        return [pytest.param(None, id="shared-absent")]
+    return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in files]
+
+
+def require_shared_file(path: Path | None) -> Path:
+    if path is None:
+        shared_dir()
+        pytest.fail("../shared/ragflow holds no template or example JSON files")
+    return path
+
+
+def cpn(component_name: str, params: dict | None = None, downstream: list | None = None, **entry) -> dict:
+    """One component entry as RAGFlow stores it: `{"obj": {component_name, params}, "downstream", ...}`."""
+    return {"obj": {"component_name": component_name, "params": params or {}}, "downstream": downstream or [], **entry}
+
+
+def dsl(**components: dict) -> dict:
+    """A bare DSL: a minimal Begin (leading to the first component given) plus `components`.
+
+    Ids contain ':', so pass them as `dsl(**{"Message:A": cpn("Message", {...})})`. A `begin` key
+    replaces the default Begin.
+    """
+    comps = {"begin": cpn("Begin", downstream=[c for c in components if c != "begin"][:1])}
+    comps.update(components)
+    return {"components": comps}

@@ -37,5 +37,5 @@ def context(*replies: Any, **script: Any) -> RunContext:
 def state(query: str = "", **outputs: dict) -> dict:
     st: dict[str, Any] = {"globals": {"sys.query": query, "sys.conversation_turns": 1}, "history": [["user", query]]}
     for cid, out in outputs.items():
-        st["out:" + cid.replace("__", ":")] = out
+        st.setdefault("outputs", {})[cid.replace("__", ":")] = out
     return st

@@ -38,7 +38,7 @@ def state(**channels) -> dict:
     """A hand-made state: keyword `cpn` becomes the channel of component `cpn` (':' written as '__')."""
     s = {"globals": dict(GLOBALS)}
     for cid, outputs in channels.items():
-        s["out:" + cid.replace("__", ":")] = outputs
+        s.setdefault("outputs", {})[cid.replace("__", ":")] = outputs
     return s
 
 

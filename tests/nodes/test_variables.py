@@ -45,7 +45,7 @@ def param_error(name: str, params: dict, cid: str):
 def state(globals_: dict | None = None, **channels) -> dict:
     s = {"globals": {**GLOBALS, **(globals_ or {})}}
     for cid, outputs in channels.items():
-        s["out:" + cid.replace("__", ":")] = outputs
+        s.setdefault("outputs", {})[cid.replace("__", ":")] = outputs
     return s
 
 
@@ -226,7 +226,7 @@ async def test_nested_path_keeps_sibling_keys_and_replaces_non_objects_on_the_wa
     st = state(**{LIST: {"first": {"keep": 1, "a": "text"}}})
     r = await assigner(item(f"{LIST}@first.a.b", "set", "v")).run(st, ctx=None)
     assert r.writes[f"out:{LIST}"] == {"first": {"keep": 1, "a": {"b": "v"}}}
-    assert st[f"out:{LIST}"]["first"] == {"keep": 1, "a": "text"}
+    assert st["outputs"][LIST]["first"] == {"keep": 1, "a": "text"}
 
 
 async def test_nested_path_under_a_non_object_output_fails():

@@ -1,0 +1,228 @@
+"""Where canvas2graph's overhead over hand-written LangGraph comes from, step by step.
+
+    python -m bench.decompose [--quick]
+
+Run overhead: the hand-written 50-node Message chain of bench/handwritten.py is made more like the
+compiled graph one feature at a time (the wide state: one channel per component; three writes per
+step: own outputs, `last`, `trace`; the deferred finish node), then compared with the compiled graph
+streamed directly and with the full Runner. For the scripted-LLM chain, the effect of building the
+chat models anew every turn (a fresh ModelFactory per turn, as the benchmark's Runner does) is isolated.
+
+Compile: a what-if that hands LangGraph `functools.partial(Node.__call__, node)` instead of the bound
+method `node.__call__` (patched in this process only), which skips LangGraph's bytecode scan for
+subgraphs and its type-hint inference on every node.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from langchain_core.messages import HumanMessage  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.config import get_stream_writer  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from bench import dsls  # noqa: E402
+from bench.handwritten import ChainState  # noqa: E402
+from bench.run import QUERY, SCRIPT, fresh_id, table, time_async_interleaved, fmt  # noqa: E402
+from compiler import compile_dsl  # noqa: E402
+from runtime.models import ModelFactory  # noqa: E402
+from runtime.scripted import Script, ScriptedChatModel  # noqa: E402
+from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
+from runtime.state import drop, merge_outputs, take_last  # noqa: E402
+
+
+def message_chain_like_compiled(n: int, *, channels: bool, writes: bool, finish: bool):
+    """The hand-written Message chain with some of the compiled graph's structure added."""
+    fields: dict = {"query": str, "text": str, "history": list}
+    if channels:
+        fields.update({f"out:{i}": Annotated[dict, merge_outputs] for i in range(n + 6)})
+    if writes:
+        fields.update({"last": Annotated[str, take_last], "trace": Annotated[dict, drop]})
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+    g = StateGraph(State)
+
+    async def begin(state):
+        return {"text": state["query"]}
+
+    def message(i: int):
+        async def node(state):
+            text = f"m{i}<-{state['text']}"
+            get_stream_writer()({"event": "message", "content": text})
+            update = {"text": text}
+            if writes:
+                update.update({f"out:{i}" if channels else "trace": {"content": text, "_elapsed_time": 0.0},
+                               "last": str(i), "trace": {str(i): {"prev": state["text"]}}})
+            return update
+        return node
+
+    async def finish_node(state):
+        return {"history": [["user", state["query"]], ["assistant", state["text"]]]}
+
+    g.add_node("begin", begin)
+    g.add_edge(START, "begin")
+    prev = "begin"
+    for i in range(1, n):
+        g.add_node(f"m{i}", message(i))
+        g.add_edge(prev, f"m{i}")
+        prev = f"m{i}"
+    if finish:
+        g.add_node("finish", finish_node, defer=True)
+        g.add_edge(prev, "finish")
+        prev = "finish"
+    g.add_edge(prev, END)
+    graph = g.compile(checkpointer=InMemorySaver())
+    start = {"query": QUERY, **({f"out:{i}": None for i in range(n + 6)} if channels else {})}
+
+    def variant():
+        async def run():
+            async for _ in graph.astream(start, {"configurable": {"thread_id": fresh_id()}},
+                                         stream_mode=STREAM_MODES, version="v2"):
+                pass
+        return run
+    return variant
+
+
+def runner_variant(dsl: dict, *, shared_models: bool):
+    compiled = compile_dsl(dsl)
+    saver = InMemorySaver()
+    shared = ModelFactory(script=Script.load(SCRIPT))
+
+    def variant():
+        script = Script.load(SCRIPT)
+        runner = Runner(compiled, saver, shared if shared_models else ModelFactory(script=script), script=script)
+
+        async def run():
+            async for _ in runner.run_turn(fresh_id(), TurnRequest(query=QUERY)):
+                pass
+        return run
+    return variant
+
+
+def graph_variant(dsl: dict):
+    from runtime.context import RunContext
+    from runtime.turn import prepare_turn
+    compiled = compile_dsl(dsl)
+    graph = compiled.graph(InMemorySaver())
+
+    def variant():
+        script = Script.load(SCRIPT)
+        sid = fresh_id()
+        ctx = RunContext(models=ModelFactory(script=script), script=script, session_id=sid)
+        update = prepare_turn(None, initial_globals=compiled.plan.dsl.initial_globals(),
+                              component_ids=compiled.component_ids, query=QUERY)
+
+        async def run():
+            async for _ in graph.astream(update, {"configurable": {"thread_id": sid}}, context=ctx,
+                                         stream_mode=STREAM_MODES, version="v2"):
+                pass
+        return run
+    return variant
+
+
+def hand_llm_chain(n: int, *, fresh_models: bool):
+    script = Script.load(SCRIPT)
+    g = StateGraph(ChainState)
+
+    async def begin(state):
+        return {"text": state["query"]}
+
+    def llm(i: int):
+        model = ScriptedChatModel(script=script, component_id=f"LLM:L{i}")
+
+        async def node(state):
+            m = ScriptedChatModel(script=script, component_id=f"LLM:L{i}") if fresh_models else model
+            message = await m.ainvoke([HumanMessage(content=f"Question: {state['query']}")])
+            return {"text": message.content}
+        return node
+
+    g.add_node("begin", begin)
+    g.add_edge(START, "begin")
+    prev = "begin"
+    for i in range(1, n):
+        g.add_node(f"l{i}", llm(i))
+        g.add_edge(prev, f"l{i}")
+        prev = f"l{i}"
+    g.add_edge(prev, END)
+    graph = g.compile(checkpointer=InMemorySaver())
+
+    def variant():
+        async def run():
+            async for _ in graph.astream({"query": QUERY}, {"configurable": {"thread_id": fresh_id()}},
+                                         stream_mode=STREAM_MODES, version="v2"):
+                pass
+        return run
+    return variant
+
+
+def compile_what_if(n: int, reps: int) -> dict[str, float]:
+    def once() -> float:
+        dsl = dsls.message_chain(n, salt=fresh_id("w"))
+        t0 = time.perf_counter()
+        compile_dsl(dsl).graph(None)
+        return (time.perf_counter() - t0) * 1000
+
+    results = {"as built (bound method node.__call__)": statistics.median(once() for _ in range(reps))}
+    original = StateGraph.add_node
+
+    def add_node(self, node, action=None, **kw):
+        if getattr(action, "__name__", "") == "__call__" and hasattr(action, "__self__"):
+            action = functools.partial(type(action.__self__).__call__, action.__self__)
+        return original(self, node, action, **kw)
+
+    StateGraph.add_node = add_node
+    try:
+        results["what-if: functools.partial(Node.__call__, node)"] = statistics.median(once() for _ in range(reps))
+    finally:
+        StateGraph.add_node = original
+    return results
+
+
+async def run_decomposition(reps: int, warmup: int, n: int = 50) -> list[tuple[str, dict]]:
+    sections = []
+    msg = {
+        "hand-written (bench/handwritten.py)": message_chain_like_compiled(n, channels=False, writes=False, finish=False),
+        f"+ one channel per component ({n + 6} channels)": message_chain_like_compiled(n, channels=True, writes=False, finish=False),
+        "+ 3 writes per step (outputs, last, trace)": message_chain_like_compiled(n, channels=True, writes=True, finish=False),
+        "+ deferred finish node": message_chain_like_compiled(n, channels=True, writes=True, finish=True),
+        "canvas2graph graph, no Runner": graph_variant(dsls.message_chain(n)),
+        "canvas2graph Runner.run_turn": runner_variant(dsls.message_chain(n), shared_models=True),
+    }
+    sections.append((f"{n}-component Message chain", await time_async_interleaved(msg, reps, warmup)))
+    llm = {
+        "hand-written, models built once": hand_llm_chain(n, fresh_models=False),
+        "hand-written, models built every turn": hand_llm_chain(n, fresh_models=True),
+        "canvas2graph Runner, one ModelFactory for all turns": runner_variant(dsls.llm_chain(n), shared_models=True),
+        "canvas2graph Runner, a ModelFactory per turn": runner_variant(dsls.llm_chain(n), shared_models=False),
+    }
+    sections.append((f"{n}-component scripted-LLM chain", await time_async_interleaved(llm, reps, warmup)))
+    return sections
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.decompose", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    reps, warmup = (3, 1) if args.quick else (25, 3)
+    for title, stats in asyncio.run(run_decomposition(reps, warmup)):
+        base = next(iter(stats.values())).median_ms
+        print(f"\n{title}: median ms per turn")
+        print("\n".join(table(["variant", "ms", "vs first"],
+                              [[k, fmt(s.median_ms), f"{s.median_ms / base:.2f}"] for k, s in stats.items()])))
+    print("\ncompile of 1,000 components, median ms")
+    what_if = compile_what_if(1000, 1 if args.quick else 5)
+    print("\n".join(table(["variant", "ms"], [[k, fmt(v)] for k, v in what_if.items()])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""canvas2graph benchmark: compile time and per-node run overhead, versus hand-written LangGraph.
+
+    python -m bench.run            # full run (about a minute on 2 cores)
+    python -m bench.run --quick    # smoke test: few repetitions
+    python -m bench.run --json bench-results.json
+
+1. Compile: `compile_dsl(dsl).graph(None)` (JSON dict -> compiled LangGraph graph) for generated
+   chains of 10, 50 and 1,000 components, versus building and compiling the same StateGraph by hand.
+2. Run: one turn through `Runner.run_turn` consuming every RAGFlow event, versus the same graph
+   written by hand and streamed with `astream(stream_mode=["tasks", "custom"], version="v2")` and an
+   InMemorySaver (the baseline of the ratio); `ainvoke` without a checkpointer is printed for reference.
+
+See docs/performance.md for what the figures mean.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+if __package__ in (None, ""):          # `python bench/run.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+
+import compiler  # noqa: E402
+from bench import dsls, handwritten  # noqa: E402
+from compiler import compile_dsl  # noqa: E402
+from runtime.context import RunContext  # noqa: E402
+from runtime.models import ModelFactory  # noqa: E402
+from runtime.scripted import Script  # noqa: E402
+from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
+from runtime.turn import prepare_turn  # noqa: E402
+
+COMPILE_TARGET_S = 1.0        # 1,000-component compile
+RATIO_TARGET = 1.3            # canvas2graph / hand-written, per turn
+SCRIPT = {"auto_reply": "reply {n} from {component}"}
+QUERY = "hello"
+
+_ids = itertools.count()
+
+
+def fresh_id(prefix: str = "s") -> str:
+    return f"{prefix}{next(_ids)}"
+
+
+# --------------------------------------------------------------------------------------------
+# timing helpers
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    n: int
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> "Stats":
+        ms = sorted(s * 1000 for s in seconds)
+        if len(ms) >= 4:
+            q = statistics.quantiles(ms, n=4)
+            p25, p75 = q[0], q[2]
+        else:
+            p25, p75 = ms[0], ms[-1]
+        return cls(statistics.median(ms), p25, p75, len(ms))
+
+
+def time_sync(make: Callable[[], Callable[[], Any]], reps: int, warmup: int) -> Stats:
+    """`make()` prepares one repetition outside the timer and returns the callable that is timed."""
+    for _ in range(warmup):
+        make()()
+    samples = []
+    for _ in range(reps):
+        fn = make()
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return Stats.of(samples)
+
+
+async def time_async_interleaved(variants: dict[str, Callable[[], Callable[[], Awaitable[Any]]]],
+                                 reps: int, warmup: int) -> dict[str, Stats]:
+    """Run the variants round-robin (rotating their order) so drift hits them all alike."""
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            await variants[name]()()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(reps):
+        order = names[r % len(names):] + names[:r % len(names)]
+        gc.collect()
+        for name in order:
+            run = variants[name]()
+            t0 = time.perf_counter()
+            await run()
+            samples[name].append(time.perf_counter() - t0)
+    return {n: Stats.of(s) for n, s in samples.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# 1. compile time
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class CompileRow:
+    components: int
+    canvas2graph: Stats
+    handwritten: Stats
+    ratio: float
+    per_node_ms: float
+    target: str = ""
+    ok: bool | None = None
+
+
+def bench_compile(sizes: list[int], reps_of: Callable[[int], int], warmup: int) -> tuple[list[CompileRow], dict]:
+    rows = []
+    for n in sizes:
+        reps = reps_of(n)
+
+        def make_compiled():
+            dsl = dsls.message_chain(n, salt=fresh_id("c"))   # unique content: no cache hit
+            return lambda: compile_dsl(dsl).graph(None)
+
+        def make_hand():
+            return lambda: handwritten.message_chain(n).compile()
+
+        c = time_sync(make_compiled, reps, warmup)
+        h = time_sync(make_hand, reps, warmup)
+        row = CompileRow(n, c, h, c.median_ms / h.median_ms, c.median_ms / n)
+        if n >= 1000:
+            row.target, row.ok = f"< {COMPILE_TARGET_S:g} s", c.median_ms / 1000 < COMPILE_TARGET_S
+        rows.append(row)
+    compiler._CACHE.clear()
+    big = max(sizes)
+    breakdown = compile_breakdown(big, reps=max(1, min(3, reps_of(big))))
+    return rows, {"components": big, "phases_ms": breakdown}
+
+
+def compile_breakdown(n: int, reps: int) -> dict[str, float]:
+    """Where the end-to-end compile of an n-component chain goes, phase by phase (median of reps)."""
+    from compiler.build import build_graph
+    from compiler.check import check_plan
+    from compiler.diagnostics import Collector
+    from compiler.load import load_dsl
+    from compiler.plan import make_plan
+
+    phases: dict[str, list[float]] = {k: [] for k in
+                                      ("content hash", "load", "plan (params, nodes, templates)", "check",
+                                       "build StateGraph", "StateGraph.compile")}
+    for _ in range(reps):
+        dsl = dsls.message_chain(n, salt=fresh_id("b"))
+        t = [time.perf_counter()]
+        compiler._digest(dsl); t.append(time.perf_counter())
+        loaded = load_dsl(dsl); t.append(time.perf_counter())
+        out = Collector()
+        plan = make_plan(loaded, out); t.append(time.perf_counter())
+        check_plan(plan, out); t.append(time.perf_counter())
+        g = build_graph(plan); t.append(time.perf_counter())
+        g.compile(checkpointer=None); t.append(time.perf_counter())
+        for (name, xs), a, b in zip(phases.items(), t, t[1:]):
+            xs.append((b - a) * 1000)
+    return {k: statistics.median(v) for k, v in phases.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# 2. run overhead
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class RunRow:
+    case: str
+    components: int
+    executed: int                      # components that run in the turn
+    runner: Stats                      # canvas2graph: Runner.run_turn, all events consumed
+    graph_only: Stats                  # canvas2graph's compiled graph streamed without Runner/EventAdapter
+    hand_stream: Stats                 # hand-written, astream tasks+custom, InMemorySaver (baseline)
+    hand_invoke: Stats                 # hand-written, ainvoke, no checkpointer (reference)
+    events: int = 0
+    ratio: float = 0.0                 # runner / hand_stream
+    overhead_ms_per_node: float = 0.0  # (runner - hand_stream) / executed
+    ok: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def _final_text(events: list[dict]) -> Any:
+    for e in reversed(events):
+        if e["event"] == "workflow_finished":
+            out = e["data"]["outputs"] or {}
+            return out.get("content", out.get("result"))
+    return None
+
+
+async def bench_run_case(case: str, dsl: dict, hand_graph, executed: int, query: str, reps: int,
+                         warmup: int, check_equal: bool) -> RunRow:
+    compiled = compile_dsl(dsl)
+    runner_saver, graph_saver = InMemorySaver(), InMemorySaver()
+    compiled.graph(runner_saver)
+    lg_graph = compiled.graph(graph_saver)
+    hand_stream_graph = hand_graph.compile(checkpointer=InMemorySaver())
+    hand_invoke_graph = hand_graph.compile()
+    counts: dict[str, int] = {}
+    # One model factory per process, as the CLI and the server hold it; the hand-written LLM graph
+    # likewise builds its chat models once, when the graph is built.
+    script = Script.load(SCRIPT)
+    models = ModelFactory(script=script)
+
+    def runner_variant():
+        runner = Runner(compiled, runner_saver, models, script=script)
+        sid = fresh_id()
+
+        async def run():
+            n = 0
+            async for _ in runner.run_turn(sid, TurnRequest(query=query)):
+                n += 1
+            counts["runner"] = n
+        return run
+
+    def graph_variant():
+        sid = fresh_id()
+        ctx = RunContext(models=models, script=script, session_id=sid)
+        config = {"configurable": {"thread_id": sid}, "recursion_limit": compiled.recursion_limit}
+        update = prepare_turn(None, initial_globals=compiled.plan.dsl.initial_globals(),
+                              component_ids=compiled.component_ids, query=query)
+
+        async def run():
+            async for _ in lg_graph.astream(update, config, context=ctx, stream_mode=STREAM_MODES, version="v2"):
+                pass
+        return run
+
+    def hand_stream_variant():
+        config = {"configurable": {"thread_id": fresh_id()}}
+
+        async def run():
+            n = 0
+            async for _ in hand_stream_graph.astream({"query": query}, config,
+                                                     stream_mode=["tasks", "custom"], version="v2"):
+                n += 1
+            counts["hand"] = n
+        return run
+
+    def hand_invoke_variant():
+        async def run():
+            await hand_invoke_graph.ainvoke({"query": query})
+        return run
+
+    # one checked turn each way: the turn finishes and, where the answer is deterministic, both agree
+    script = Script.load(SCRIPT)
+    runner = Runner(compiled, InMemorySaver(), ModelFactory(script=script), script=script)
+    events = [e async for e in runner.run_turn(fresh_id(), TurnRequest(query=query))]
+    if runner.outcome.status != "finished":
+        raise RuntimeError(f"{case}: the turn did not finish: {runner.outcome}")
+    final = await hand_invoke_graph.ainvoke({"query": query})
+    if check_equal and _final_text(events) != final["text"]:
+        raise RuntimeError(f"{case}: canvas2graph answered {_final_text(events)!r}, hand-written {final['text']!r}")
+
+    stats = await time_async_interleaved({
+        "runner": runner_variant, "graph_only": graph_variant,
+        "hand_stream": hand_stream_variant, "hand_invoke": hand_invoke_variant}, reps, warmup)
+    row = RunRow(case, len(compiled.plan.nodes), executed, stats["runner"], stats["graph_only"],
+                 stats["hand_stream"], stats["hand_invoke"], events=counts.get("runner", 0))
+    row.ratio = row.runner.median_ms / row.hand_stream.median_ms
+    row.overhead_ms_per_node = (row.runner.median_ms - row.hand_stream.median_ms) / executed
+    row.ok = row.ratio <= RATIO_TARGET
+    row.extra["hand_stream_parts"] = counts.get("hand", 0)
+    return row
+
+
+async def bench_runs(quick: bool) -> list[RunRow]:
+    reps = (lambda n: 3) if quick else (lambda n: 40 if n <= 10 else 20)
+    warmup = 1 if quick else 3
+    # (name, components, DSL, hand-written graph, query, answers must agree, optional)
+    cases = [
+        ("Message chain", 10, lambda: dsls.message_chain(10), lambda: handwritten.message_chain(10), QUERY, True, False),
+        ("Message chain", 50, lambda: dsls.message_chain(50), lambda: handwritten.message_chain(50), QUERY, True, False),
+    ]
+    if dsls.string_transform_available():     # nodes/transforms.py is new: use it only if it imports
+        cases += [
+            ("StringTransform chain", 10, lambda: dsls.transform_chain(10), lambda: handwritten.transform_chain(10),
+             QUERY, True, True),
+            ("StringTransform chain", 50, lambda: dsls.transform_chain(50), lambda: handwritten.transform_chain(50),
+             QUERY, True, True),
+        ]
+    cases += [
+        ("LLM chain (scripted)", 10, lambda: dsls.llm_chain(10), lambda: handwritten.llm_chain(10), QUERY, False, False),
+        ("LLM chain (scripted)", 50, lambda: dsls.llm_chain(50), lambda: handwritten.llm_chain(50), QUERY, False, False),
+        ("Switch -> 3 x 5 Messages", 17, lambda: dsls.branch(5), lambda: handwritten.branch(5), dsls.BRANCH_QUERY,
+         True, False),
+    ]
+    rows = []
+    for name, n, make_dsl, make_hand, query, check, optional in cases:
+        executed = dsls.branch_executed(5) if name.startswith("Switch") else n
+        try:
+            rows.append(await bench_run_case(name, make_dsl(), make_hand(), executed, query,
+                                             reps(executed), warmup, check))
+        except Exception as e:
+            if not optional:
+                raise
+            print(f"skipped {name} {n}: {type(e).__name__}: {e}", file=sys.stderr)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------
+
+def header() -> list[str]:
+    return [
+        "canvas2graph benchmark",
+        f"  Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"LangGraph {version('langgraph')}, langchain-core {version('langchain-core')}, "
+        f"pydantic {version('pydantic')}",
+        f"  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU(s)",
+    ]
+
+
+def table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def fmt(ms: float) -> str:
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
+
+
+def report(compile_rows: list[CompileRow], breakdown: dict, run_rows: list[RunRow]) -> list[str]:
+    out = [""]
+    out.append("1. Compile: JSON dict -> compiled graph (compile_dsl(dsl).graph(None)), median ms")
+    out += table(
+        ["components", "canvas2graph", "ms/component", "hand-written", "ratio", "target"],
+        [[f"{r.components:,}", fmt(r.canvas2graph.median_ms), fmt(r.per_node_ms), fmt(r.handwritten.median_ms),
+          f"{r.ratio:.1f}x", (f"{r.target} {'ok' if r.ok else 'MISSED'}" if r.target else "")]
+         for r in compile_rows])
+    phases = breakdown["phases_ms"]
+    total = sum(phases.values())
+    out.append(f"   phases for {breakdown['components']:,} components: " + ", ".join(
+        f"{k} {fmt(v)} ({v / total:.0%})" for k, v in phases.items()))
+    out.append("")
+    out.append("2. Run one turn, median ms per turn [ms per executed component]")
+    out.append("   canvas2graph = Runner.run_turn, all RAGFlow events consumed; graph only = the compiled graph")
+    out.append("   streamed without Runner/EventAdapter; hand = same graph in plain LangGraph, astream(tasks, custom,")
+    out.append("   v2) + InMemorySaver (the ratio's baseline); hand ainvoke = no stream, no checkpointer.")
+    per = lambda s, n: f"{fmt(s.median_ms)} [{fmt(s.median_ms / n)}]"
+    out += table(
+        ["case", "comps", "run", "canvas2graph", "graph only", "hand astream", "hand ainvoke",
+         "overhead ms/comp", "ratio", f"target <= {RATIO_TARGET}"],
+        [[r.case, str(r.components), str(r.executed), per(r.runner, r.executed), per(r.graph_only, r.executed),
+          per(r.hand_stream, r.executed), per(r.hand_invoke, r.executed), fmt(r.overhead_ms_per_node),
+          f"{r.ratio:.2f}", "ok" if r.ok else "MISSED"] for r in run_rows])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few repetitions: a smoke test, figures are noisy")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
+    args = ap.parse_args(argv)
+
+    started = time.perf_counter()
+    lines = header()
+    print("\n".join(lines), flush=True)
+    if args.quick:
+        compile_reps, warmup = (lambda n: 2 if n < 1000 else 1), 1
+    else:
+        compile_reps, warmup = (lambda n: 30 if n <= 10 else 15 if n <= 50 else 5), 2
+    sizes = [10, 50, 1000]
+    print("compiling...", file=sys.stderr, flush=True)
+    compile_rows, breakdown = bench_compile(sizes, compile_reps, warmup)
+    print("running...", file=sys.stderr, flush=True)
+    run_rows = asyncio.run(bench_runs(args.quick))
+    body = report(compile_rows, breakdown, run_rows)
+    elapsed = time.perf_counter() - started
+    body.append("")
+    body.append(f"({'quick run, ' if args.quick else ''}benchmark took {elapsed:.0f} s)")
+    print("\n".join(body))
+
+    if args.json:
+        data = {
+            "meta": {"python": platform.python_version(), "langgraph": version("langgraph"),
+                     "langchain_core": version("langchain-core"), "cpus": os.cpu_count(),
+                     "platform": platform.platform(), "quick": args.quick, "seconds": elapsed,
+                     "compile_target_s": COMPILE_TARGET_S, "ratio_target": RATIO_TARGET},
+            "compile": [asdict(r) for r in compile_rows],
+            "compile_breakdown": breakdown,
+            "run": [asdict(r) for r in run_rows],
+        }
+        Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
