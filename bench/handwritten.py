@@ -64,51 +64,36 @@ def _llm_node(model: ScriptedChatModel, last: bool):
     return node
 
 
-def message_chain(n: int) -> StateGraph:
-    """begin -> m1 -> ... -> m{n-1}."""
+def _chain(n: int, prefix: str, make_node) -> StateGraph:
+    """begin -> {prefix}1 -> ... -> {prefix}{n-1}, each node made by `make_node(name, last)`."""
     g = StateGraph(ChainState)
     g.add_node("begin", begin)
     g.add_edge(START, "begin")
     prev = "begin"
     for i in range(1, n):
-        name = f"m{i}"
-        g.add_node(name, _message_node(name, last=i == n - 1))
+        name = f"{prefix}{i}"
+        g.add_node(name, make_node(name, i == n - 1))
         g.add_edge(prev, name)
         prev = name
     g.add_edge(prev, END)
     return g
+
+
+def message_chain(n: int) -> StateGraph:
+    """Message-like nodes: format a string from the previous output and show it."""
+    return _chain(n, "m", lambda name, last: _message_node(name, last=last))
 
 
 def transform_chain(n: int) -> StateGraph:
-    """begin -> t1 -> ... -> t{n-1}: StringTransform-like nodes (format a string, show nothing)."""
-    g = StateGraph(ChainState)
-    g.add_node("begin", begin)
-    g.add_edge(START, "begin")
-    prev = "begin"
-    for i in range(1, n):
-        name = f"t{i}"
-        g.add_node(name, _transform_node(name, last=i == n - 1))
-        g.add_edge(prev, name)
-        prev = name
-    g.add_edge(prev, END)
-    return g
+    """StringTransform-like nodes: format a string, show nothing."""
+    return _chain(n, "t", lambda name, last: _transform_node(name, last=last))
 
 
 def llm_chain(n: int, script: Script | None = None) -> StateGraph:
-    """begin -> l1 -> ... -> l{n-1}, each calling its own ScriptedChatModel (one shared script)."""
+    """LLM nodes, each calling its own ScriptedChatModel (one shared script)."""
     script = script or Script.load({"auto_reply": "reply {n} from {component}"})
-    g = StateGraph(ChainState)
-    g.add_node("begin", begin)
-    g.add_edge(START, "begin")
-    prev = "begin"
-    for i in range(1, n):
-        name = f"l{i}"
-        model = ScriptedChatModel(script=script, component_id=f"LLM:L{i}")
-        g.add_node(name, _llm_node(model, last=i == n - 1))
-        g.add_edge(prev, name)
-        prev = name
-    g.add_edge(prev, END)
-    return g
+    return _chain(n, "l", lambda name, last: _llm_node(
+        ScriptedChatModel(script=script, component_id=f"LLM:L{name[1:]}"), last=last))
 
 
 async def switch(state: ChainState) -> dict:

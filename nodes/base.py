@@ -126,6 +126,16 @@ def template(text: Any, **kw) -> Template:
     return parse_template(text if isinstance(text, str) else str(text), **kw)
 
 
+def require_ref(value: Any, field: str, what: str) -> Ref:
+    """A param that must be a reference; a compile-time error naming the field otherwise."""
+    from compiler.plan import NodeConfigError
+    ref = bare_or_braced_ref(value)
+    if ref is None:
+        raise NodeConfigError(field, f"{what} must be a variable reference such as 'sys.query', 'env.name' "
+                                     f"or 'Component:Id@key', not {value!r}")
+    return ref
+
+
 def bare_or_braced_ref(value: Any) -> Ref | None:
     """RAGFlow's is_reff: a param that is a whole reference, with or without braces."""
     if isinstance(value, str) and looks_like_ref(value):
@@ -133,7 +143,8 @@ def bare_or_braced_ref(value: Any) -> Ref | None:
     return None
 
 
-__all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_braced_ref", "PENDING", "is_pending"]
+__all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_braced_ref", "require_ref",
+           "PENDING", "is_pending"]
 
 
 async def settle_pending(node: Node, refs, state, ctx):

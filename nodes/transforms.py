@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from compiler.plan import NodeConfigError
 from compiler.refs import JINJA_PATTERN, Ref, Template
-from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending, template
+from nodes.base import Node, Params, Result, bare_or_braced_ref, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.values import as_json_text, render, resolve
 
@@ -30,13 +30,6 @@ def _unique(refs) -> list[Ref]:
         seen.setdefault(r.expr, r)
     return list(seen.values())
 
-
-def _need_ref(value: Any, field: str, what: str) -> Ref:
-    ref = bare_or_braced_ref(value)
-    if ref is None:
-        raise NodeConfigError(field, f"{what} must be a variable reference such as 'sys.query' or "
-                                     f"'Component:Id@result', not {value!r}")
-    return ref
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,7 +95,7 @@ class StringTransform(Node):
         self.split_ref: Ref | None = None
         self.script: Template | None = None
         if p.method == "split":
-            self.split_ref = _need_ref(p.split_ref, "params.split_ref", "split_ref (the text to split)")
+            self.split_ref = require_ref(p.split_ref, "params.split_ref", "split_ref (the text to split)")
             # The delimiters are fixed, so the splitter is built once; alternation order is RAGFlow's.
             self.splitter = re.compile("|".join(re.escape(d) for d in p.delimiters), re.DOTALL)
             return
@@ -241,7 +234,7 @@ class ListOperations(Node):
     thoughts_text = "ListOperation in progress"
 
     def prepare(self) -> None:
-        self.query_ref = _need_ref(self.params.query, "params.query", "query (the list to operate on)")
+        self.query_ref = require_ref(self.params.query, "params.query", "query (the list to operate on)")
 
     def references(self):
         return [("params.query", self.query_ref)]
@@ -392,7 +385,7 @@ class DataOperations(Node):
         p = self.params
         query = p.query if isinstance(p.query, (list, tuple)) else [p.query]
         self.queries: list[tuple[str, Ref]] = [
-            (q, _need_ref(q, f"params.query.{i}", "each query entry (an object or list of objects)"))
+            (q, require_ref(q, f"params.query.{i}", "each query entry (an object or list of objects)"))
             for i, q in enumerate(query)]
         # Filter and update values may contain refs: parsed once here.
         self.rule_templates = [template(_norm(r.get("value"))) for r in p.filter_values]

@@ -10,18 +10,11 @@ from pydantic import Field, field_validator
 
 from compiler.plan import NodeConfigError
 from compiler.refs import Ref, Template
-from nodes.base import Node, Params, Result, bare_or_braced_ref, is_pending, settle_pending, template
+from nodes.base import Node, Params, Result, bare_or_braced_ref, is_pending, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.state import GLOBALS, channel, outputs_of, with_outputs
 from runtime.values import as_json_text, render, resolve
 
-
-def _need_ref(value: Any, field: str, what: str) -> Ref:
-    ref = bare_or_braced_ref(value)
-    if ref is None:
-        raise NodeConfigError(field, f"{what} must be a variable reference such as 'env.name', 'sys.query' "
-                                     f"or 'Component:Id@key', not {value!r}")
-    return ref
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,13 +144,13 @@ class VariableAssigner(Node):
             raise NodeConfigError(f"{where}.operator", "the item has no operator")
         if operator not in OPERATORS:
             raise NodeConfigError(f"{where}.operator", f"unsupported operator {operator!r}; use one of {', '.join(OPERATORS)}")
-        target = _need_ref(item["variable"], f"{where}.variable", "the variable")
+        target = require_ref(item["variable"], f"{where}.variable", "the variable")
         parameter = item.get("parameter")
         if parameter is None and operator not in NO_PARAMETER:
             raise NodeConfigError(f"{where}.parameter", f"operator {operator!r} needs a parameter")
         parameter_ref = parameter_text = None
         if operator in REF_PARAMETER:
-            parameter_ref = _need_ref(parameter, f"{where}.parameter",
+            parameter_ref = require_ref(parameter, f"{where}.parameter",
                                       f"the parameter of {operator!r} (RAGFlow reads it as a variable; use 'set' for a constant)")
         elif operator == "set" and isinstance(parameter, str):
             parameter_text = template(parameter)
@@ -266,7 +259,7 @@ class VariableAggregator(Node):
                 where = f"params.groups.{i}.variables.{j}"
                 if not isinstance(sel, dict):
                     raise NodeConfigError(where, 'each variable must be an object like {"value": "Component:Id@content"}')
-                refs.append(_need_ref(sel.get("value"), f"{where}.value", "the variable"))
+                refs.append(require_ref(sel.get("value"), f"{where}.value", "the variable"))
             self.groups.append((str(g["group_name"]), refs, copy.deepcopy(g["variables"])))
 
     def references(self):
