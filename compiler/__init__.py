@@ -30,8 +30,23 @@ class CompiledCanvas:
 
     @property
     def recursion_limit(self) -> int:
-        # Each component runs at most once per turn outside containers, plus start and finish.
-        return len(self.plan.nodes) + 10
+        """Supersteps one turn may take, derived from the DSL: every component once, and each
+        container's body as many times as it may pass (Loop: maximum_loop_count; Iteration:
+        the item limit), nested containers multiplied."""
+        nodes = self.plan.nodes
+        children: dict[str, list[str]] = {}
+        for cid, node in nodes.items():
+            if node.parent_id:
+                children.setdefault(node.parent_id, []).append(cid)
+
+        def cost(cid: str) -> int:
+            node = nodes[cid]
+            if node.role != "container":
+                return 1
+            body = sum(cost(c) for c in children.get(cid, []))
+            return 1 + node.max_passes() * (body + 1)
+
+        return sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10
 
     def builder(self):
         from compiler.build import build_graph

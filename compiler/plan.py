@@ -38,12 +38,29 @@ class CanvasInfo:
         e = self.entries.get(cid)
         return e.display_name if e else ""
 
+    def iteration_item_for(self, cid: str) -> str | None:
+        """The IterationItem of the nearest Iteration around `cid`, which defines {item} and {index}."""
+        parent = self.entries[cid].parent_id if cid in self.entries else None
+        while parent and parent in self.entries:
+            if self.entries[parent].component_name == "Iteration":
+                return next((c for c, e in self.entries.items()
+                             if e.parent_id == parent and e.component_name == "IterationItem"), None)
+            parent = self.entries[parent].parent_id
+        return None
+
+
+FINISH = "__finish__"     # pseudo-target: the end of the turn
+
+# Edge kinds. Static kinds become plain LangGraph edges; conditional kinds share one router per source.
+STATIC_EDGES = ("next", "enter", "loop", "exit")
+CONDITIONAL_EDGES = ("route", "item")
+
 
 @dataclass
 class Edge:
     source: str
-    target: str
-    kind: str = "next"        # next | route | error
+    target: str               # a component id, or FINISH
+    kind: str = "next"        # next | route | enter | item | loop | exit | error
     label: str = ""
 
 
@@ -55,8 +72,29 @@ class Plan:
     edges: list[Edge] = field(default_factory=list)
     node_names: dict[str, str] = field(default_factory=dict)   # component id -> LangGraph node name
 
+    starts: dict[str, str] = field(default_factory=dict)        # container id -> its start item id
+
     def successors(self, cid: str) -> list[str]:
         return [e.target for e in self.edges if e.source == cid]
+
+    def exits(self, container: str) -> list[str]:
+        """Where control goes when a container is done: its downstream, else back to the enclosing
+        container's start item, else the end of the turn."""
+        node = self.nodes[container]
+        if node.downstream:
+            return list(node.downstream)
+        if node.parent_id and node.parent_id in self.starts:
+            return [self.starts[node.parent_id]]
+        return [FINISH]
+
+    def loop_container(self, cid: str) -> str | None:
+        """The nearest enclosing Loop of a component (for ExitLoop)."""
+        parent = self.nodes[cid].parent_id
+        while parent and parent in self.nodes:
+            if self.nodes[parent].role == "container" and self.nodes[parent].component_type == "Loop":
+                return parent
+            parent = self.nodes[parent].parent_id
+        return None
 
 
 def node_name(cid: str, taken: set[str]) -> str:
@@ -99,15 +137,59 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
     plan = Plan(dsl=dsl, nodes=nodes, specs=specs)
     taken: set[str] = set()
     plan.node_names = {cid: node_name(cid, taken) for cid in dsl.components}
-    for cid, node in nodes.items():
-        if specs[cid].routes:
-            for label, targets in node.routes():
-                for t in targets:
-                    plan.edges.append(Edge(cid, t, "route", label))
-        else:
-            for t in node.downstream:
-                plan.edges.append(Edge(cid, t, "next"))
+    plan.starts = _start_items(plan, out)
+    plan.edges = _edges(plan)
     return plan
+
+
+def _start_items(plan: Plan, out: Collector) -> dict[str, str]:
+    """Each Iteration/Loop's start item: its IterationItem/LoopItem child."""
+    starts: dict[str, str] = {}
+    for cid, node in plan.nodes.items():
+        if node.role != "start":
+            continue
+        if node.parent_id in plan.dsl.components and node.parent_id not in plan.nodes:
+            continue                  # the container failed to plan; its own diagnostics say why
+        parent = plan.nodes.get(node.parent_id or "")
+        if parent is None or parent.role != "container" or parent.start_type != node.component_type:
+            out.error("misplaced-start", f"a {node.component_type} must be the child of a "
+                      f"{node.component_type.replace('Item', '')}", cid, "parent_id")
+        elif node.parent_id in starts:
+            out.error("duplicate-start", f"'{node.parent_id}' already starts at '{starts[node.parent_id]}'", cid, "parent_id")
+        else:
+            starts[node.parent_id] = cid
+    for cid, node in plan.nodes.items():
+        if node.role == "container" and cid not in starts:
+            out.error("no-start-item", f"a {node.component_type} needs a {node.start_type} child to start its body", cid)
+    return starts
+
+
+def _edges(plan: Plan) -> list[Edge]:
+    """Every edge of the compiled graph, containers' implicit ones included (SPEC 5.4)."""
+    edges: list[Edge] = []
+    for cid, node in plan.nodes.items():
+        role = node.role
+        if plan.specs[cid].routes:
+            edges += [Edge(cid, t, "route", label) for label, targets in node.routes() for t in targets]
+        elif role == "container":
+            if cid in plan.starts:
+                edges.append(Edge(cid, plan.starts[cid], "enter"))
+        elif role == "start":
+            container = node.parent_id
+            if plan.starts.get(container) == cid:
+                edges += [Edge(cid, t, "item", "next pass") for t in node.downstream]
+                edges += [Edge(cid, t, "item", "done") for t in plan.exits(container)]
+        elif role == "exit":
+            loop = plan.loop_container(cid)
+            edges += [Edge(cid, t, "exit") for t in (plan.exits(loop) if loop else node.downstream or [FINISH])]
+        elif node.downstream:
+            edges += [Edge(cid, t, "next") for t in node.downstream]
+        elif node.parent_id in plan.starts:          # a body sink returns to its container's start item
+            edges.append(Edge(cid, plan.starts[node.parent_id], "loop"))
+        else:
+            edges.append(Edge(cid, FINISH, "next"))
+        edges += [Edge(cid, t, "error", "on error") for t in node.error_targets()]
+    return edges
 
 
 def _routes_of(node) -> list | None:

@@ -126,3 +126,17 @@ def parse_template(text: str, *, iteration_aliases: bool = False) -> Template:
         has_jinja=bool(JINJA_PATTERN.search(text)),
         aliases=tuple(aliases),
     )
+
+
+def bind_aliases(template: Template, component_id: str) -> Template:
+    """Point `{item}`, `{index}`, `{result}` at the IterationItem that defines them."""
+    if not template.aliases:
+        return template
+
+    def bind(part):
+        if isinstance(part, Ref) and not part.name:
+            return Ref(expr=part.expr, kind="component", name=component_id, key=part.key)
+        return part
+    return Template(text=template.text, refs=tuple(bind(r) for r in template.refs),
+                    spliced=tuple(bind(p) for p in template.spliced), exact=tuple(bind(p) for p in template.exact),
+                    has_jinja=template.has_jinja, aliases=template.aliases)

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict, Field
 
-from compiler.refs import Ref, Template, parse_template, parse_ref, looks_like_ref
+from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
 from runtime.state import LAST, OUT_PREFIX, OUTPUTS, channel, outputs_of, with_outputs
 from runtime.values import PENDING, is_pending
 
@@ -65,6 +66,8 @@ class Result:
 class Node:
     component_type: str = ""
     thoughts_text: str = ""
+    role: str | None = None        # "container" (Iteration, Loop), "start" (their items), "exit" (ExitLoop)
+    start_type: str = ""           # for containers: the component_name of their start item
 
     def __init__(self, entry: "ComponentEntry", params: Params, canvas: "CanvasInfo"):
         self.id = entry.id
@@ -84,6 +87,19 @@ class Node:
         """(field, ref) pairs this node reads, for the compiler's reference check."""
         return []
 
+    def text_template(self, text: Any) -> Template:
+        """A text param's template; inside an Iteration, {item}/{index}/{result} read its IterationItem."""
+        item = self.canvas.iteration_item_for(self.id) if self.parent_id else None
+        parsed = parse_template(text if isinstance(text, str) else str(text), iteration_aliases=item is not None)
+        return bind_aliases(parsed, item) if item else parsed
+
+    def error_targets(self) -> list[str]:
+        """Where a failure goes with `exception_method: goto` (SPEC 5.6)."""
+        if self.params.exception_method != "goto":
+            return []
+        goto = self.params.exception_goto
+        return [goto] if isinstance(goto, str) else list(goto or [])
+
     # --- run time ------------------------------------------------------------------------
     def thoughts(self, state: Mapping[str, Any]) -> str:
         return self.thoughts_text
@@ -92,10 +108,13 @@ class Node:
         raise NotImplementedError
 
     async def __call__(self, state: Mapping[str, Any], runtime) -> dict[str, Any]:
+        if runtime.context is not None and runtime.context.cancel_requested:
+            from runtime.context import TurnCancelled
+            raise TurnCancelled(self.id)          # stop at the node boundary
         created = time.perf_counter()
         try:
             result = await self.run(state, runtime.context)
-        except ComponentError:
+        except (ComponentError, GraphBubbleUp):     # GraphBubbleUp: interrupt() and friends, not failures
             raise
         except Exception as e:       # any failure inside a component is that component's error
             raise ComponentError(self.id, str(e) or type(e).__name__, {

@@ -73,4 +73,11 @@ class Begin(Node):
                 values = {k: field_value(v, form.get(k)) for k, v in query.items() if k in form}
             elif query and len(form) == 1:
                 values = {next(iter(form)): query}
+        missing = [k for k, f in form.items() if not f.get("optional") and values.get(k) in (None, "")]
+        if missing and self.params.mode != "Webhook":
+            # A first turn without the form's required fields pauses like a UserFillUp would.
+            from langgraph.types import interrupt
+            answer = interrupt({"component_id": self.id, "inputs": {k: {**form[k], "value": None} for k in missing},
+                                "tips": self.params.tips}) or {}
+            values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
         return Result(outputs=dict(values), inputs=dict(values))

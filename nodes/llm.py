@@ -16,6 +16,8 @@ from pydantic import Field, field_validator
 from compiler.refs import Template
 from nodes.base import Node, Params, Result, stream_writer, template
 from nodes.registry import register
+from nodes.errors import classify
+from runtime.models import ModelConfigError
 from runtime.state import HISTORY
 from runtime.turn import history_messages
 from runtime.values import PENDING, as_json_text, ref_values, render
@@ -102,9 +104,19 @@ def report_usage(message: Any) -> None:
 async def stream_generation(pending: Mapping[str, Any], ctx) -> AsyncIterator[str]:
     """Run a pending generation, yielding pieces: "<think>", reasoning, "</think>", then the answer."""
     model = ctx.models.chat_model(pending["llm_id"], component_id=pending["component_id"], gen_conf=pending.get("gen_conf"))
+    try:
+        async for piece in _pieces(model, pending["messages"]):
+            yield piece
+    except ModelConfigError:
+        raise
+    except Exception as e:
+        raise classify(e) from e
+
+
+async def _pieces(model, messages) -> AsyncIterator[str]:
     thinking = False
     last = None
-    async for chunk in model.astream(to_langchain(pending["messages"])):
+    async for chunk in model.astream(to_langchain(messages)):
         last = chunk if last is None else last + chunk
         reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
         if reasoning:
@@ -130,7 +142,12 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
                    gen_conf: Mapping[str, Any] | None = None) -> str:
     """A blocking call; the reasoning is kept out of the answer, as RAGFlow's LLM output is."""
     model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
-    message = await model.ainvoke(to_langchain(messages))
+    try:
+        message = await model.ainvoke(to_langchain(messages))
+    except ModelConfigError:
+        raise
+    except Exception as e:
+        raise classify(e) from e
     report_usage(message)
     text = text_of(message.content)
     if "</think>" in text:
@@ -141,10 +158,9 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
 @register("LLM", LLMParams, outputs=lambda p: {"content", "structured"})
 class LLM(Node):
     def prepare(self) -> None:
-        self.sys_template: Template = template(self.params.sys_prompt or "", iteration_aliases=bool(self.parent_id))
+        self.sys_template: Template = self.text_template(self.params.sys_prompt or "")
         self.prompt_templates: list[tuple[str, Template]] = [
-            (str(p.get("role") or "user"), template(p.get("content") or "", iteration_aliases=bool(self.parent_id)))
-            for p in self.params.prompts]
+            (str(p.get("role") or "user"), self.text_template(p.get("content") or "")) for p in self.params.prompts]
         has_goto = self.params.exception_method == "goto" and bool(self.params.exception_goto)
         self.schema = self.params.structured_schema()
         self.streams = (not has_goto and self.schema is None
@@ -189,7 +205,8 @@ class LLM(Node):
         inputs = ref_values(self.all_refs(), state)
         llm_id, gen_conf = self.params.llm_id, self.params.gen_conf()
         if self.streams:
-            pending = {PENDING: True, "component_id": self.id, "llm_id": llm_id, "gen_conf": gen_conf, "messages": messages}
+            pending = {PENDING: True, "component_id": self.id, "llm_id": llm_id, "gen_conf": gen_conf, "messages": messages,
+                       "default": self.params.exception_default_value if self.params.exception_method == "comment" else None}
             return Result(outputs={"content": pending}, inputs=inputs)
         if self.schema is not None:
             return Result(outputs={"structured": await self._structured(messages, ctx)}, inputs=inputs)

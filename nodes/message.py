@@ -42,8 +42,7 @@ def _sanitised(expr: str) -> str:
 @register("Message", MessageParams, outputs=lambda p: {"content", "downloads", "attachment"})
 class Message(Node):
     def prepare(self) -> None:
-        aliases = bool(self.parent_id)
-        self.templates: list[Template] = [template(c, iteration_aliases=aliases) for c in self.params.content]
+        self.templates: list[Template] = [self.text_template(c) for c in self.params.content]
 
     def references(self):
         return [(f"params.content.{i}", r) for i, t in enumerate(self.templates) for r in t.refs]
@@ -97,9 +96,14 @@ class Message(Node):
                 self._show(piece, write, shown, answer, thinking)
                 thinking = piece == "<think>" or (thinking and piece != "</think>")
         except Exception as e:      # the failure belongs to the LLM whose generation this is
-            message = str(e) or type(e).__name__
-            raise ComponentError(producer, message, {"_created_time": created, "_ERROR": message,
-                                                     "_elapsed_time": time.perf_counter() - created}) from e
+            if not pending.get("default"):
+                message = str(e) or type(e).__name__
+                raise ComponentError(producer, message, {"_created_time": created, "_ERROR": message,
+                                                         "_elapsed_time": time.perf_counter() - created}) from e
+            default = str(pending["default"])       # exception_method "comment": the default is the answer
+            write({"event": "message", "content": default})
+            shown.append(default)
+            answer[:] = [default]
         writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
         return "".join(shown)
 

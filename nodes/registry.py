@@ -29,8 +29,7 @@ REGISTRY: dict[str, ComponentSpec] = {}
 # Names RAGFlow knows (SPEC 2.2, 3.16, 3.17) that this version cannot run yet; a DSL using them
 # gets an "unsupported" diagnostic instead of "unknown component".
 KNOWN_ELSEWHERE = {
-    "Agent", "Retrieval", "Iteration", "IterationItem", "Loop", "LoopItem", "ExitLoop", "UserFillUp",
-    "Invoke", "CodeExec", "ExeSQL", "Email", "TavilySearch", "TavilyExtract", "DuckDuckGo", "Wikipedia",
+    "Agent", "Retrieval", "Invoke", "CodeExec", "ExeSQL", "Email", "TavilySearch", "TavilyExtract", "DuckDuckGo", "Wikipedia",
     "Google", "GoogleScholar", "ArXiv", "PubMed", "GitHub", "SearXNG", "Crawler", "YahooFinance",
     "DeepL", "QWeather", "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
     "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
@@ -70,3 +69,6 @@ def _load_families() -> None:
     import nodes.switch  # noqa: F401
     import nodes.variables  # noqa: F401
     import nodes.transforms  # noqa: F401
+    import nodes.iteration  # noqa: F401
+    import nodes.loop  # noqa: F401
+    import nodes.fillup  # noqa: F401

@@ -18,3 +18,8 @@ class RunContext:
     script: "Script | None" = None
     session_id: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    cancel_requested: bool = False      # set by Runner.cancel(); nodes check it before they start
+
+
+class TurnCancelled(Exception):
+    """Raised at a node boundary after the turn was cancelled."""

@@ -15,10 +15,17 @@ import time
 import uuid
 from typing import Any, Iterable
 
-from runtime.state import HISTORY, LAST, OUTPUTS
+from runtime.state import HISTORY, LAST, LOOPS, OUTPUTS
 from runtime.values import is_pending
 
 FINISH = "__canvas_finish__"
+HANDLER_PREFIX = "__error_handler__"
+CANCELLED_TEXT = "Task has been canceled"
+MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we know they did not pause
+
+
+def _pending(outputs: dict) -> bool:
+    return any(is_pending(v) for v in outputs.values())
 
 
 class EventAdapter:
@@ -30,7 +37,9 @@ class EventAdapter:
         self.started_at = time.perf_counter()
         self.request_inputs = request_inputs
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
-        self.held: dict[str, dict] = {}         # component id -> node_finished data awaiting its stream
+        self.held: dict[str, dict] = {}         # component id -> node_finished awaiting its stream or its container's end
+        self.starts: dict[str, dict] = {}       # component id -> node_started held until we know it did not pause
+        self.paused = False
         self.finished = False
 
     def envelope(self, event: str, data: dict) -> dict:
@@ -62,21 +71,38 @@ class EventAdapter:
         if event in ("message", "message_end"):
             yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
 
+    def _node(self, name: str):
+        """The component behind a task: its own node, or the error handler LangGraph adds for it."""
+        if name.startswith(HANDLER_PREFIX):
+            return self.nodes.get(name[len(HANDLER_PREFIX):])
+        return self.nodes.get(name)
+
     def _task_start(self, data: dict) -> Iterable[dict]:
-        node = self.nodes.get(data["name"])
+        node = self.nodes.get(data["name"])       # error handlers report the component's end, not a start
         if node is None:
             return
         try:
             thoughts = node.thoughts(data["input"])
         except Exception:          # thoughts are informative only; never fail a run for them
             thoughts = ""
-        yield self.envelope("node_started", {
+        started = self.envelope("node_started", {
             "inputs": None, "created_at": int(time.time()), "component_id": node.id,
             "component_name": node.display_name, "component_type": node.component_type, "thoughts": thoughts})
+        if node.component_type in MAY_PAUSE:
+            self.starts[node.id] = started      # a pausing form shows no start, as in RAGFlow
+            return
+        yield started
 
     def _task_result(self, data: dict) -> Iterable[dict]:
+        node = self._node(data["name"])
+        if data.get("interrupts"):
+            self.starts.pop(node.id if node else "", None)
+            value = data["interrupts"][0].get("value") or {}
+            self.paused = True
+            yield self.envelope("user_inputs", {"inputs": value.get("inputs") or {}, "tips": value.get("tips") or ""})
+            return
         if data.get("error"):
-            return                  # failures arrive as the exception that ends the stream
+            return                  # failures arrive through an error handler or as the exception that ends the stream
         result = data.get("result") or {}
         if isinstance(result, list):      # some versions report writes as (channel, value) pairs
             result = dict(result)
@@ -86,23 +112,34 @@ class EventAdapter:
             self.finished = True
             yield self.workflow_finished(outputs)
             return
-        node = self.nodes.get(data["name"])
         if node is None:
             return
-        # producers whose stream this task consumed finish first, in the order they were held
+        if node.id in self.starts:
+            yield self.starts.pop(node.id)
         written = result.get(OUTPUTS) or {}
-        for cid in [c for c in self.held if c in written]:
-            held = self.held.pop(cid)
-            held["outputs"] = {**held["outputs"], **written[cid]}
-            held["elapsed_time"] = held["outputs"].get("_elapsed_time", held["elapsed_time"])
-            yield self.envelope("node_finished", held)
+        for cid, values in written.items():       # later writes to held components (collected outputs,
+            if cid in self.held and cid != node.id:   # loop variables, a streamed LLM's final content)
+                self.held[cid]["outputs"].update(values)
+        # producers whose stream this task consumed finish first, in the order they were held
+        for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
+            yield self.envelope("node_finished", self._release(cid))
         outputs = written.get(node.id) or {}
         inputs = (result.get(LAST) or {}).get("inputs") or {}
         finished = self.node_finished(node, outputs, inputs)
-        if any(is_pending(v) for v in outputs.values()):
-            self.held[node.id] = finished
-            return
-        yield self.envelope("node_finished", finished)
+        if node.role == "container" or _pending(outputs):
+            self.held[node.id] = {**finished, "outputs": dict(outputs), "container": node.role == "container"}
+        else:
+            yield self.envelope("node_finished", finished)
+        for cid, pass_ in (result.get(LOOPS) or {}).items():   # a container that is done finishes last
+            if pass_.get("done") and cid in self.held:
+                yield self.envelope("node_finished", self._release(cid))
+
+    def _release(self, cid: str) -> dict:
+        held = self.held.pop(cid)
+        held.pop("container", None)
+        held["elapsed_time"] = held["outputs"].get("_elapsed_time", held["elapsed_time"])
+        held["error"] = held["outputs"].get("_ERROR") or None
+        return held
 
     def node_finished(self, node, outputs: dict, inputs: dict, error: str | None = None) -> dict:
         return {"inputs": inputs, "outputs": outputs, "component_id": node.id,
@@ -115,7 +152,14 @@ class EventAdapter:
         if node is None:
             return
         self.held.pop(component_id, None)
+        if component_id in self.starts:
+            yield self.starts.pop(component_id)
         yield self.envelope("node_finished", self.node_finished(node, outputs, inputs, message))
+
+    def cancelled(self) -> dict:
+        """RAGFlow ends a cancelled run with a workflow_finished whose outputs is this text (SPEC 5.8)."""
+        self.finished = True
+        return self.workflow_finished(CANCELLED_TEXT)
 
     def workflow_finished(self, outputs: Any) -> dict:
         return self.envelope("workflow_finished", {

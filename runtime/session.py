@@ -1,18 +1,26 @@
-"""Run one turn of a conversation: load the session, start the graph, translate its stream.
+"""Run one turn of a conversation: load the session, start or resume the graph, translate its stream.
 
-A session is a LangGraph thread (`thread_id` = session id) in the checkpointer, so a second
-turn on the same session sees the history, globals and outputs the first one left.
+A session is a LangGraph thread (`thread_id` = session id) in the checkpointer. A turn is one of:
+- a new turn (the last one finished, failed or was cancelled): start from Begin;
+- a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=inputs)`;
+- a resumed interruption (the process running the last turn died): continue from the last
+  checkpoint; components that completed are not run again.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
+from langgraph.errors import GraphRecursionError, NodeTimeoutError
+from langgraph.types import Command
+
 from compiler import CompiledCanvas
 from nodes.base import ComponentError
-from runtime.context import RunContext
+from nodes.fillup import missing_fields
+from runtime.context import RunContext, TurnCancelled
 from runtime.events import EventAdapter
-from runtime.turn import prepare_turn
+from runtime.state import REQUEST
+from runtime.turn import prepare_turn, resume_update
 
 STREAM_MODES = ["tasks", "custom"]
 
@@ -27,11 +35,16 @@ class TurnRequest:
 
 @dataclass
 class TurnOutcome:
-    """How the last turn ended: finished, stopped (a component failed) or paused."""
+    """How the last turn ended: finished, paused, stopped (a component failed) or cancelled."""
     status: str = "running"
     error: str | None = None
     events: int = 0
+    resumed: str | None = None          # "pause" or "interruption" when the turn continued an earlier one
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class TurnRejected(Exception):
+    """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give)."""
 
 
 class Runner:
@@ -42,6 +55,7 @@ class Runner:
         self.script = script
         self.graph = compiled.graph(checkpointer)
         self.outcome = TurnOutcome()
+        self._context: RunContext | None = None
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -52,25 +66,67 @@ class Runner:
             if llm_id:
                 self.models.check(llm_id, component_id=cid)
 
-    async def _saved_values(self, config: dict) -> dict | None:
-        """The session's last checkpointed channel values (cheaper than building a StateSnapshot)."""
+    def cancel(self) -> None:
+        """Stop the running turn at the next node boundary."""
+        if self._context is not None:
+            self._context.cancel_requested = True
+
+    async def waiting_for(self, session_id: str) -> dict | None:
+        """The form a paused session waits for ({component_id, inputs, tips}), or None."""
+        snapshot = await self._open_turn(self._config(session_id))
+        if snapshot is None:
+            return None
+        for task in snapshot.tasks:
+            if task.interrupts:
+                return dict(task.interrupts[0].value or {})
+        return None
+
+    def _config(self, session_id: str) -> dict:
+        return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
+
+    async def _open_turn(self, config: dict):
+        """The snapshot of an unfinished turn (paused, interrupted or failed), else None."""
         if self.checkpointer is None:
             return None
         saved = await self.checkpointer.aget_tuple(config)
-        return saved.checkpoint["channel_values"] if saved else None
+        if not saved or not (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open"):
+            return None
+        return await self.graph.aget_state(config)
+
+    async def _start(self, session_id: str, request: TurnRequest, config: dict):
+        """The graph input for this request, and whether it resumes an earlier turn."""
+        snapshot = await self._open_turn(config)
+        if snapshot is not None and snapshot.next:
+            paused = [t for t in snapshot.tasks if t.interrupts]
+            if paused:
+                form = paused[0].interrupts[0].value or {}
+                missing = missing_fields(form.get("inputs") or {}, request.inputs or {})
+                if missing:
+                    raise TurnRejected(f"session {session_id} is waiting for {form.get('component_id', 'a form')}: "
+                                       f"provide inputs for {', '.join(missing)}")
+                update = resume_update(snapshot.values, query=request.query, inputs=request.inputs)
+                return Command(resume=dict(request.inputs or {}), update=update), "pause"
+            if not any(t.error for t in snapshot.tasks):
+                return None, "interruption"      # the process died mid-turn: continue from the checkpoint
+        values = None
+        if self.checkpointer is not None:
+            saved = await self.checkpointer.aget_tuple(config)
+            values = saved.checkpoint["channel_values"] if saved else None
+        return prepare_turn(values, initial_globals=self.compiled.plan.dsl.initial_globals(),
+                            component_ids=self.compiled.component_ids, query=request.query,
+                            inputs=request.inputs, user_id=request.user_id, files=request.files), None
 
     async def run_turn(self, session_id: str, request: TurnRequest) -> AsyncIterator[dict]:
         self.outcome = TurnOutcome()
-        config = {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
-        update = prepare_turn(await self._saved_values(config),
-                              initial_globals=self.compiled.plan.dsl.initial_globals(),
-                              component_ids=self.compiled.component_ids, query=request.query,
-                              inputs=request.inputs, user_id=request.user_id, files=request.files)
+        config = self._config(session_id)
+        graph_input, resumed = await self._start(session_id, request, config)
+        self.outcome.resumed = resumed
         adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.inputs or {})
-        context = RunContext(models=self.models, script=self.script, session_id=session_id)
-        yield adapter.workflow_started()
+        self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id)
+        if resumed is None:
+            yield adapter.workflow_started()        # RAGFlow sends none when a turn resumes
         try:
-            async for part in self.graph.astream(update, config, context=context,
+            async for part in self.graph.astream(graph_input, config, context=context,
                                                  stream_mode=STREAM_MODES, version="v2"):
                 for event in adapter.feed(part):
                     self.outcome.events += 1
@@ -80,4 +136,24 @@ class Runner:
                 yield event
             self.outcome.status, self.outcome.error = "stopped", f"{e.component_id}: {e.message}"
             return
-        self.outcome.status = "finished" if adapter.finished else "stopped"
+        except NodeTimeoutError as e:
+            node = self.compiled.node_by_name().get(e.node)
+            cid = node.id if node else e.node
+            message = f"{cid} timed out after {e.timeout:g} s"
+            for event in adapter.component_failed(cid, {"_ERROR": message, "_elapsed_time": e.elapsed}, {}, message):
+                yield event
+            self.outcome.status, self.outcome.error = "stopped", message
+            return
+        except TurnCancelled:
+            yield adapter.cancelled()
+            self.outcome.status = "cancelled"
+            return
+        except GraphRecursionError as e:
+            self.outcome.status, self.outcome.error = "stopped", f"the turn exceeded its step limit: {e}"
+            return
+        finally:
+            self._context = None
+        if adapter.paused:
+            self.outcome.status = "paused"
+        else:
+            self.outcome.status = "finished" if adapter.finished else "stopped"

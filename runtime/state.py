@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Mapping, TypedDict
 
 OUTPUTS = "outputs"
+LOOPS = "loops"
 GLOBALS = "globals"
 HISTORY = "history"
 REQUEST = "request"
@@ -64,6 +65,9 @@ def take_last(old: Any, new: Any) -> Any:
 def build_state_schema(name: str = "CanvasState") -> type:
     fields: dict[str, Any] = {
         OUTPUTS: Annotated[dict, merge_outputs],
+        # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
+        # restart inside an Iteration or Loop resumes at the same pass (RAGFlow keeps it in memory)
+        LOOPS: Annotated[dict, merge_outputs],
         GLOBALS: Annotated[dict, merge_globals],
         HISTORY: Annotated[list, take_last],
         REQUEST: Annotated[dict, take_last],

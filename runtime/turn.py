@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from runtime.state import GLOBALS, HISTORY, LAST, OUTPUTS, REFERENCE, REQUEST, outputs_of
+from runtime.state import GLOBALS, HISTORY, LAST, LOOPS, OUTPUTS, REFERENCE, REQUEST, outputs_of
 
 
 def now_text() -> str:
@@ -28,11 +28,11 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
     globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
     history.append(["user", query])
     globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
-    update: dict[str, Any] = {OUTPUTS: None}     # every component starts the turn without outputs
+    update: dict[str, Any] = {OUTPUTS: None, LOOPS: None}     # every component starts the turn afresh
     update.update({
         GLOBALS: globals_,
         HISTORY: history,
-        REQUEST: {"query": query, "inputs": dict(inputs or {})},
+        REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True},
         LAST: {},
         REFERENCE: {"chunks": {}, "doc_aggs": {}},
     })
@@ -45,7 +45,20 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     outputs = dict(outputs_of(state, last)) if last else {}
     history = list(state.get(HISTORY) or []) + [["assistant", outputs]]
     sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or []) + [f"assistant: {outputs!r}"]
-    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}}
+    request = {**(state.get(REQUEST) or {}), "open": False}
+    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: request}
+
+
+def resume_update(previous: Mapping[str, Any], *, query: str = "", inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a resuming request changes (SPEC 5.1): turns count, history and sys.query, not outputs."""
+    globals_ = dict(previous.get(GLOBALS) or {})
+    globals_["sys.date"] = now_text()
+    if query:
+        globals_["sys.query"] = query
+    globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
+    globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
+    return {GLOBALS: globals_, HISTORY: list(previous.get(HISTORY) or []) + [["user", query]],
+            REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True}}
 
 
 def history_messages(history: list, window: int) -> list[dict[str, str]]:

@@ -187,10 +187,13 @@ def test_text_that_only_looks_like_a_reference_is_not_checked():
 
 
 def test_aliases_inside_a_container_child_are_not_dangling_references():
-    doc = dsl(**{"Iteration:I": cpn("Iteration", {}),
+    doc = dsl(**{"Iteration:I": cpn("Iteration", {"items_ref": "sys.files"}),
+                 "IterationItem:S": cpn("IterationItem", {}, downstream=["Message:A"], parent_id="Iteration:I"),
                  "Message:A": cpn("Message", {"content": ["{item} at {index}"]}, parent_id="Iteration:I")})
-    codes = {d.code for d in diagnose(doc)[1]}
-    assert codes == {"unsupported"}      # the Iteration itself; not the aliases
+    compiled, diags = diagnose(doc)
+    assert compiled is not None and diags == []
+    refs = compiled.plan.nodes["Message:A"].templates[0].refs
+    assert [(r.name, r.key) for r in refs] == [("IterationItem:S", "item"), ("IterationItem:S", "index")]
 
 
 def test_references_in_extra_braces_are_checked_like_single_braced_ones():

@@ -17,7 +17,9 @@ REAL_DEFECTS = {
     # the Agent's tools include Bing, a frontend operator with no engine class
     "web_search_assistant.json": {("no-engine-class", "Agent:WildGoatsRule", "params.tools.3.component_name")},
     # "a Switch target that does not exist": the fifth case leads to a deleted CodeExec
-    "all.json": {("dangling-route", "Switch:Route", "params.conditions.4.to")},
+    "all.json": {("dangling-route", "Switch:Route", "params.conditions.4.to"),
+                 # the frontend saved an empty loop variable, which RAGFlow rejects when the Loop runs
+                 ("invalid-param", "Loop:InputUntil1", "params.loop_variables")},
 }
 COMPILES = {"customer_feedback_dispatcher.json"}
 

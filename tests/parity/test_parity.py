@@ -22,6 +22,11 @@ EXPECTED_LEVEL = {
     "aggregator": "order",
     "data_nodes": "order",
     "template_customer_feedback_dispatcher": "order",
+    "iteration": "order",
+    "loop": "order",
+    "userfillup": "order",
+    "exception_goto": "order",
+    "exception_default": "order",
 }
 
 

@@ -111,8 +111,9 @@ def test_a_stopped_turn_exits_1_after_reporting_the_failed_component(tmp_path):
                            "--llm-script", str(script), "--db", str(tmp_path / "s.db")], cwd=REPO, capture_output=True, text=True)
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 1
-    assert events[-1]["event"] == "node_finished" and events[-1]["data"]["error"] == "rate limited"
-    assert "LLM:A: rate limited" in proc.stderr
+    assert events[-1]["event"] == "node_finished"
+    assert events[-1]["data"]["error"] == "**ERROR**: MAX_RETRIES_EXCEEDED - rate limited"
+    assert "LLM:A: **ERROR**: MAX_RETRIES_EXCEEDED - rate limited" in proc.stderr
 
 
 @pytest.mark.parametrize("content, message", [

@@ -102,8 +102,8 @@ async def test_a_failing_component_stops_the_turn_but_not_the_session():
         assert runner.outcome.status == "stopped"
         recovered = await run(runner, "s", "second")
     assert names(failed)[-1] == "node_finished:LLM:A"
-    assert failed[-1]["data"]["error"] == "provider is down"
-    assert failed[-1]["data"]["outputs"]["_ERROR"] == "provider is down"
+    assert failed[-1]["data"]["error"] == "**ERROR**: MAX_RETRIES_EXCEEDED - provider is down"
+    assert failed[-1]["data"]["outputs"]["_ERROR"] == failed[-1]["data"]["error"]
     assert "workflow_finished" not in names(failed)
     assert recovered[-1]["event"] == "workflow_finished"
     assert recovered[-1]["data"]["outputs"]["content"] == "Turn2:Back again."

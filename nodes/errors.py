@@ -1,0 +1,101 @@
+"""Component failures the way RAGFlow handles them, built from LangGraph's own mechanisms (SPEC 5.6).
+
+- `exception_method: goto` -> a node error handler that records `_ERROR` and goes to `exception_goto`;
+- `exception_method: comment` -> an error handler that stores `exception_default_value` (in
+  `content` for LLM and Agent, in `result` for the rest, as RAGFlow does) and continues downstream;
+- no method -> no handler: the failure ends the turn (the runner reports it);
+- `max_retries` / `delay_after_error` -> a RetryPolicy that retries what RAGFlow's model layer
+  retries: rate limits, server errors, timeouts and lost connections, not bad requests or bugs.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langgraph.errors import NodeError, NodeTimeoutError
+from langgraph.types import Command, RetryPolicy
+
+from nodes.base import ComponentError
+from runtime.state import LAST, OUTPUTS
+
+# Components whose failure default goes into `content` (they handle their own **ERROR** answers).
+CONTENT_DEFAULT = {"LLM", "Agent", "Categorize"}
+
+
+class ModelCallError(Exception):
+    """A provider call failed; the message is RAGFlow's `**ERROR**: <KIND> - <detail>`."""
+
+    def __init__(self, kind: str, detail: str, retryable: bool):
+        super().__init__(f"**ERROR**: {kind} - {detail}")
+        self.kind = kind
+        self.retryable = retryable
+
+
+def classify(e: BaseException) -> ModelCallError:
+    """Name a provider failure as RAGFlow's model layer does; decide whether retrying can help."""
+    if isinstance(e, ModelCallError):
+        return e
+    status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
+    name = type(e).__name__
+    if status in (401, 403) or name in ("AuthenticationError", "PermissionDeniedError"):
+        return ModelCallError("AUTH_ERROR", str(e), retryable=False)
+    if status in (400, 404, 422) or name in ("BadRequestError", "NotFoundError", "UnprocessableEntityError"):
+        return ModelCallError("INVALID_REQUEST", str(e), retryable=False)
+    # rate limits, 5xx, timeouts, connection failures, and the scripted model's errors (which stand
+    # for a provider error): RAGFlow retries these and reports MAX_RETRIES_EXCEEDED at the end
+    return ModelCallError("MAX_RETRIES_EXCEEDED", str(e), retryable=True)
+
+
+def is_retryable(e: BaseException) -> bool:
+    while isinstance(e, ComponentError) and e.__cause__ is not None:
+        e = e.__cause__
+    if isinstance(e, ModelCallError):
+        return e.retryable
+    return isinstance(e, (NodeTimeoutError, TimeoutError, ConnectionError))
+
+
+def retry_policy_for(node) -> RetryPolicy | None:
+    retries = node.params.max_retries
+    if retries <= 0:
+        return None
+    return RetryPolicy(max_attempts=retries + 1, initial_interval=node.params.delay_after_error,
+                       backoff_factor=2.0, max_interval=max(60.0, node.params.delay_after_error), jitter=True,
+                       retry_on=is_retryable)
+
+
+def failure_outputs(node, error: BaseException) -> dict[str, Any]:
+    if isinstance(error, ComponentError) and error.component_id == node.id:
+        return dict(error.outputs)
+    message = str(error) or type(error).__name__
+    if isinstance(error, NodeTimeoutError):
+        message = f"{node.id} timed out after {error.timeout:g} s"
+    now = time.perf_counter()
+    return {"_created_time": now, "_ERROR": message, "_elapsed_time": 0.0}
+
+
+def error_handler_for(node, plan, names: dict[str, str]):
+    """The LangGraph error handler for a component with `exception_method`, or None."""
+    method = node.params.exception_method
+    if not method:
+        return None
+    goto = [names[t] for t in node.error_targets() if t in names]
+    default = node.params.exception_default_value
+    normal = [names[e.target] for e in plan.edges if e.source == node.id and e.kind in ("next", "exit", "loop", "enter")]
+
+    async def handle(state: dict, error: NodeError) -> Command:
+        from runtime.context import TurnCancelled
+        if isinstance(error.error, TurnCancelled):
+            raise error.error                   # cancellation is not the component's failure
+        outputs = failure_outputs(node, error.error)
+        if method == "goto" and goto:
+            target = goto
+        else:
+            if default:
+                key = "content" if node.component_type in CONTENT_DEFAULT else "result"
+                outputs = {"_created_time": outputs.get("_created_time"), key: default,
+                           "_elapsed_time": outputs.get("_elapsed_time")}
+            target = normal
+        update = {OUTPUTS: {node.id: outputs}, LAST: {"component_id": node.id, "inputs": {}}}
+        return Command(update=update, goto=target or [names["__finish__"]])
+
+    return handle

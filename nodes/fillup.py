@@ -1,0 +1,71 @@
+"""UserFillUp ("Await response"): pause the turn until the user fills a form (SPEC 3.2, 5.5).
+
+The node computes its tips, then calls LangGraph's `interrupt()` with the form. The turn ends
+with a `user_inputs` event; the next request on the session resumes here with `Command(resume=
+inputs)`, and LangGraph re-runs this node from the top, so nothing before the pause runs twice.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph.types import interrupt
+
+from nodes.base import Node, Result, settle_pending
+from nodes.begin import BeginParams, field_value
+from nodes.registry import register
+from runtime.values import render
+
+
+class UserFillUpParams(BeginParams):
+    mode: str = "conversational"        # inherited from Begin's params; unused here
+
+
+def tips_text(value: Any) -> str:
+    """Tips print lists joined with ',' and other non-strings as JSON (SPEC 3.2)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def pending_form(form: dict[str, dict]) -> dict[str, dict]:
+    return {key: {**field, "value": None} for key, field in form.items()}
+
+
+def missing_fields(form: dict[str, dict], given: dict[str, Any]) -> list[str]:
+    """Required fields the request did not fill (RAGFlow's _is_input_field_satisfied)."""
+    missing = []
+    for key, field in form.items():
+        value = field_value(given.get(key), field) if key in given else None
+        if "file" in str(field.get("type", "")):
+            if not field.get("optional") and value in (None, [], ""):
+                missing.append(key)
+        elif value is None and not field.get("optional"):
+            missing.append(key)
+    return missing
+
+
+@register("UserFillUp", UserFillUpParams, outputs=lambda p: {"tips"} | set(p.form()))
+class UserFillUp(Node):
+    thoughts_text = "Waiting for your input..."
+
+    def prepare(self) -> None:
+        self.tips = self.text_template(self.params.tips or "")
+
+    def references(self):
+        return [("params.tips", r) for r in self.tips.refs]
+
+    async def run(self, state, ctx) -> Result:
+        state, writes = await settle_pending(self, self.tips.refs, state, ctx)
+        tips = render(self.tips, state, to_text=tips_text) if self.params.enable_tips else ""
+        form = self.params.form()
+        answer: dict[str, Any] = {}
+        if form:
+            answer = interrupt({"component_id": self.id, "inputs": pending_form(form), "tips": tips}) or {}
+        values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
+        outputs = ({"tips": tips} if self.params.enable_tips else {}) | values
+        return Result(outputs=outputs, inputs=values, writes=writes)

@@ -1,0 +1,106 @@
+"""Iteration and IterationItem: run the body once per item of a list (SPEC 3.8, 5.4).
+
+The Iteration resolves its list and enters its IterationItem. Each IterationItem pass first
+collects the previous pass's declared outputs (`{"ref": "Child@key"}`) into the Iteration's lists,
+then either hands out the next item (`item`, `index`, and the legacy alias `result`) or, past the
+end, leaves for the Iteration's downstream. The pass counter lives in the `loops` state channel,
+so it is checkpointed with everything else.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from compiler.refs import Ref, parse_ref
+from nodes.base import Node, Params, Result, require_ref
+from nodes.registry import register
+from runtime.state import LOOPS, channel, outputs_of
+from runtime.values import resolve
+
+DEFAULT_MAX_ITEMS = 10_000
+
+
+def max_items() -> int:
+    """Items one Iteration may process; the compiled graph's recursion limit is derived from it."""
+    try:
+        return max(1, int(os.environ.get("CANVAS2GRAPH_MAX_ITEMS", DEFAULT_MAX_ITEMS)))
+    except ValueError:
+        return DEFAULT_MAX_ITEMS
+
+
+class IterationParams(Params):
+    items_ref: str = ""
+    variable: Any = None
+
+
+def collected_outputs(outputs: Any) -> list[tuple[str, Ref]]:
+    """The Iteration's declared outputs that collect a body component's output per pass."""
+    found = []
+    for key, decl in (outputs or {}).items() if isinstance(outputs, dict) else []:
+        if isinstance(decl, dict) and isinstance(decl.get("ref"), str) and "@" in decl["ref"]:
+            found.append((key, parse_ref(decl["ref"])))
+    return found
+
+
+def progress(state, container_id: str) -> dict:
+    return (state.get(LOOPS) or {}).get(container_id) or {}
+
+
+@register("Iteration", IterationParams, outputs=lambda p: {k for k, _ in collected_outputs(p.outputs)})
+class Iteration(Node):
+    role = "container"
+    start_type = "IterationItem"
+
+    def prepare(self) -> None:
+        self.items_ref = require_ref(self.params.items_ref, "params.items_ref", "items_ref")
+        self.collect = collected_outputs(self.params.outputs)
+
+    def references(self):
+        return [("params.items_ref", self.items_ref)] + [(f"params.outputs.{k}.ref", r) for k, r in self.collect]
+
+    def max_passes(self) -> int:
+        return max_items() + 1
+
+    def thoughts(self, state) -> str:
+        items = resolve(state, self.items_ref)
+        return f"Need to process {len(items)} items." if isinstance(items, list) else ""
+
+    async def run(self, state, ctx) -> Result:
+        items = resolve(state, self.items_ref)
+        if not isinstance(items, list):
+            raise ValueError(f"items_ref {self.items_ref.expr} must be a list, got {type(items).__name__}")
+        if len(items) > max_items():
+            raise ValueError(f"{len(items)} items exceed the limit of {max_items()} (CANVAS2GRAPH_MAX_ITEMS)")
+        # collected outputs start as None; an empty list leaves them None, as in RAGFlow
+        return Result(outputs={key: None for key, _ in self.collect},
+                      writes={LOOPS: {self.id: {"idx": 0, "done": False}}})
+
+
+@register("IterationItem", Params, outputs=lambda p: {"item", "index", "result"})
+class IterationItem(Node):
+    role = "start"
+    thoughts_text = "Next turn..."
+
+    def prepare(self) -> None:
+        parent = self.canvas.entries.get(self.parent_id or "")
+        params = parent.params if parent else {}
+        self.items_ref = parse_ref(str(params.get("items_ref") or "")) if params.get("items_ref") else None
+        self.collect = collected_outputs(params.get("outputs"))
+
+    async def run(self, state, ctx) -> Result:
+        container = self.parent_id or ""
+        idx = int(progress(state, container).get("idx") or 0)
+        items = resolve(state, self.items_ref) if self.items_ref else []
+        items = items if isinstance(items, list) else []
+        writes: dict[str, Any] = {}
+        if idx > 0 and self.collect:
+            current = outputs_of(state, container)
+            writes[channel(container)] = {key: list(current.get(key) or []) + [resolve(state, ref)]
+                                          for key, ref in self.collect}
+        if idx >= len(items):
+            writes[LOOPS] = {container: {"idx": idx, "done": True}}
+            # the last pass reports the last item again, as RAGFlow does
+            previous = {k: v for k, v in outputs_of(state, self.id).items() if not k.startswith("_")}
+            return Result(outputs=previous, writes=writes)
+        writes[LOOPS] = {container: {"idx": idx + 1, "done": False}}
+        return Result(outputs={"item": items[idx], "result": items[idx], "index": idx}, writes=writes)
