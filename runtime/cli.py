@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import CompileError, Diagnostic, compile_dsl, diagnose
+from runtime.session import TurnRejected
 
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")
 
@@ -92,20 +93,42 @@ async def _run(compiled, models, script, session, args, inputs, printer) -> int:
     async with open_checkpointer(args.db) as saver:
         runner = Runner(compiled, saver, models, script)
         runner.preflight()
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        try:
-            loop.add_signal_handler(signal.SIGINT, task.cancel)
-        except (NotImplementedError, RuntimeError):
-            pass
+        interrupts = _on_ctrl_c(runner, printer)
         try:
             async for event in runner.run_turn(session, TurnRequest(query=args.query or "", inputs=inputs)):
                 printer.event(event)
         except asyncio.CancelledError:
-            printer.note("cancelled")
+            printer.note("stopped at once; the session resumes from its last checkpoint")
             return 130
+        finally:
+            interrupts.close()
         printer.done(runner.outcome)
-        return 0 if runner.outcome.status in ("finished", "paused") else 1
+        return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
+
+
+class _on_ctrl_c:
+    """First Ctrl-C: cancel the turn at the next node boundary. Second: stop at once."""
+
+    def __init__(self, runner, printer):
+        self.runner, self.printer, self.count = runner, printer, 0
+        self.task = asyncio.current_task()
+        self.loop = asyncio.get_running_loop()
+        try:
+            self.loop.add_signal_handler(signal.SIGINT, self._pressed)
+        except (NotImplementedError, RuntimeError):
+            self.loop = None
+
+    def _pressed(self) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.printer.note("cancelling after the running step (Ctrl-C again to stop at once)")
+            self.runner.cancel()
+        else:
+            self.task.cancel()
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.remove_signal_handler(signal.SIGINT)
 
 
 class JsonlPrinter:
@@ -176,6 +199,9 @@ class PrettyPrinter:
             self.out(self.c("33", f"? {d.get('tips', '')}") + "\n")
             for key, spec in (d.get("inputs") or {}).items():
                 self.out(self.c("33", f"  - {key} ({spec.get('type', 'line')})") + "\n")
+        elif kind == "workflow_finished" and not isinstance(d.get("outputs"), dict):
+            self._end_message()
+            self.out(self.c("33", f"■ {d.get('outputs')}") + "\n")
         elif kind == "workflow_finished":
             self._end_message()
             u = d.get("usage") or {}
@@ -188,6 +214,8 @@ class PrettyPrinter:
 
     def done(self, outcome) -> None:
         self._end_message()
+        if outcome.status == "paused":
+            self.out(self.c("33", f"■ paused: answer with --session {self.session} --inputs FILE") + "\n")
         if outcome.status == "stopped":
             self.out(self.c("31", f"■ stopped: {outcome.error or 'the run ended early'}") + "\n")
 
@@ -227,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.file}: {d}", file=sys.stderr)
         return 1
     except UsageError as e:
+        print(f"canvas2graph: {e}", file=sys.stderr)
+        return 2
+    except TurnRejected as e:
         print(f"canvas2graph: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -25,6 +25,7 @@ class SlowModelServer:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.received = threading.Event()
         self.finished = threading.Event()
         outer = self
 
@@ -33,8 +34,21 @@ class SlowModelServer:
                 pass
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                outer.received.set()
                 self.send_response(200)
+                if not body.get("stream"):
+                    outer.release.wait(30)
+                    reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": "tiny",
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": "First words and the rest."}}]}
+                    data = json.dumps(reply).encode()
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    outer.finished.set()
+                    return
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
 
