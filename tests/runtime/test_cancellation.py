@@ -89,5 +89,5 @@ def test_ctrl_c_in_the_cli_cancels_after_the_running_step(tmp_path):
         server.close()
     assert code == 130, stderr
     assert "cancelling after the running step" in stderr
-    assert [e["data"].get("component_id") for e in rest if e["event"] == "node_finished"] == ["LLM:A"]
+    assert [e["data"].get("component_id") for e in rest if e["event"] == "node_finished"] == ["begin", "LLM:A"]
     assert rest[-1]["data"]["outputs"] == "Task has been canceled"
