@@ -77,6 +77,9 @@ class Node:
         self.parent_id = entry.parent_id
         self.channel = channel(entry.id)
         self.canvas = canvas
+        # RAGFlow reports every output the DSL declares, None until the component sets it (SPEC 2.2)
+        declared = params.outputs if isinstance(params.outputs, dict) else {}
+        self.declared = {k: None for k, v in declared.items() if isinstance(v, dict) and "ref" not in v}
         self.prepare()
 
     # --- compile time -------------------------------------------------------------------
@@ -120,7 +123,8 @@ class Node:
             raise ComponentError(self.id, str(e) or type(e).__name__, {
                 "_created_time": created, "_ERROR": str(e) or type(e).__name__,
                 "_elapsed_time": time.perf_counter() - created}) from e
-        outputs = {"_created_time": created, **result.outputs, "_elapsed_time": time.perf_counter() - created}
+        outputs = {"_created_time": created, **self.declared, **result.outputs,
+                   "_elapsed_time": time.perf_counter() - created}
         written = {self.id: outputs}
         # `last` names the component for the end of the turn and carries the inputs node_finished
         # reports, riding on a write every node makes anyway
