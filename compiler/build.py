@@ -62,10 +62,13 @@ def build_graph(plan: Plan) -> StateGraph:
     indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
     timeout = component_timeout()
     for cid, node in plan.nodes.items():
+        # a start item is entered once per turn (from its container) and re-entered from each body
+        # sink; with several sinks it waits, like a join, until the pass's branches have all finished
+        joins = indegree[cid] > (2 if node.role == "start" else 1)
         # partial() of the unbound method: LangGraph then skips scanning the method's bytecode
         # for subgraphs, which dominates compile time for large canvases.
         graph.add_node(names[cid], partial(type(node).__call__, node),
-                       defer=indegree[cid] > 1 and node.role != "start",
+                       defer=joins,
                        retry_policy=retry_policy_for(node),
                        error_handler=error_handler_for(node, plan, names),
                        timeout=timeout,

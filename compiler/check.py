@@ -5,6 +5,10 @@ from compiler.diagnostics import Collector
 from compiler.plan import Plan
 
 
+# Outputs every component may carry (SPEC 2.2): timing, and _ERROR when it fails.
+INTERNAL_OUTPUTS = {"_ERROR", "_created_time", "_elapsed_time"}
+
+
 def check_plan(plan: Plan, out: Collector) -> None:
     comps = plan.dsl.components
     if "begin" not in comps:
@@ -77,6 +81,7 @@ def _check_references(plan: Plan, out: Collector) -> None:
             except Exception:       # the target's own params are odd; its diagnostics say why
                 known = None
             declared = set(target.params.outputs) if isinstance(target.params.outputs, dict) else set()
+            declared |= INTERNAL_OUTPUTS
             if known is not None and ref.key not in known | declared:
                 out.warning("unknown-output", f"{{{ref.expr}}}: component '{ref.name}' has no output '{ref.key}' "
                             f"(it has {', '.join(sorted(known | declared)) or 'none'}); it reads as empty", cid, field)
@@ -128,8 +133,9 @@ def _check_cycles(plan: Plan, out: Collector) -> None:
             if color[nxt] == GREY:
                 cycle = path[path.index(nxt):] + [nxt]
                 key = frozenset(cycle)
-                parents = {comps[c].parent_id for c in cycle}
-                inside_container = len(parents) == 1 and None not in parents   # an old explicit back-edge
+                # a container repeats its body: a cycle whose members all lie inside one container
+                # (an old explicit back-edge, or the implicit loop-back of nested containers) is fine
+                inside_container = bool(set.intersection(*(_ancestors(comps, c) for c in cycle)))
                 if key not in reported and not inside_container:
                     reported.add(key)
                     out.error("cycle", "downstream edges form a cycle outside any Iteration or Loop: " + " -> ".join(cycle),
@@ -138,3 +144,13 @@ def _check_cycles(plan: Plan, out: Collector) -> None:
                 color[nxt] = GREY
                 stack.append((nxt, iter(succ.get(nxt, []))))
                 path.append(nxt)
+
+
+def _ancestors(comps, cid: str) -> set[str]:
+    """The containers around `cid` (its parent_id chain)."""
+    found: set[str] = set()
+    parent = comps[cid].parent_id
+    while parent and parent in comps and parent not in found:
+        found.add(parent)
+        parent = comps[parent].parent_id
+    return found

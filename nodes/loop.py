@@ -160,7 +160,10 @@ class LoopItem(Node):
         results = []
         for variable, operator, value_ref, value in self.conditions:
             right = resolve(state, value_ref) if value_ref else value
-            results.append(holds(operator, resolve(state, variable), right))
+            try:
+                results.append(holds(operator, resolve(state, variable), right))
+            except ConditionError as e:      # name the condition, not only the operator
+                raise ConditionError(f"termination condition {variable.expr} {operator} {right!r}: {e}") from e
         return all(results) if self.logic != "or" else any(results)
 
     async def run(self, state, ctx) -> Result:
@@ -179,10 +182,15 @@ class ExitLoop(Node):
 
     def prepare(self) -> None:
         parent = self.parent_id
+        self.inner: list[str] = []          # Iterations between this ExitLoop and its Loop, innermost first
         while parent and parent in self.canvas.entries and self.canvas.entries[parent].component_name != "Loop":
+            self.inner.append(parent)
             parent = self.canvas.entries[parent].parent_id
         self.loop = parent if parent in self.canvas.entries else None
 
     async def run(self, state, ctx) -> Result:
-        writes = {LOOPS: {self.loop: {"idx": -1, "done": True}}} if self.loop else {}
-        return Result(outputs={}, writes=writes)
+        if not self.loop:
+            return Result(outputs={})
+        # every container left on the way out is done too, so each reports its node_finished
+        left = {cid: {**progress(state, cid), "done": True} for cid in self.inner}
+        return Result(outputs={}, writes={LOOPS: {**left, self.loop: {"idx": -1, "done": True}}})
