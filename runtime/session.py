@@ -19,8 +19,9 @@ from nodes.base import ComponentError
 from nodes.fillup import missing_fields
 from runtime.context import RunContext, TurnCancelled
 from runtime.events import EventAdapter
-from runtime.state import REQUEST
+from runtime.state import LAST, OUTPUTS, REQUEST
 from runtime.turn import prepare_turn, resume_update
+from runtime.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
 
@@ -47,6 +48,23 @@ class TurnRejected(Exception):
     """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give)."""
 
 
+def _unsettled(snapshot) -> dict[str, tuple[dict, dict]]:
+    """Components of an interrupted turn whose content is still a pending generation: id -> (outputs, inputs).
+
+    Their `node_finished` waits until a Message streams the content; the process that held it died,
+    so the resuming turn holds it again. Writes of tasks that finished after the last checkpoint count.
+    """
+    outputs = {cid: dict(v) for cid, v in (snapshot.values.get(OUTPUTS) or {}).items()}
+    last = snapshot.values.get(LAST) or {}
+    for task in snapshot.tasks:
+        result = task.result if isinstance(task.result, dict) else {}
+        for cid, values in (result.get(OUTPUTS) or {}).items():
+            outputs[cid] = {**outputs.get(cid, {}), **values}
+        last = result.get(LAST) or last
+    return {cid: (values, (last.get("inputs") or {}) if last.get("component_id") == cid else {})
+            for cid, values in outputs.items() if any(is_pending(v) for v in values.values())}
+
+
 class Runner:
     def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None):
         self.compiled = compiled
@@ -56,6 +74,7 @@ class Runner:
         self.graph = compiled.graph(checkpointer)
         self.outcome = TurnOutcome()
         self._context: RunContext | None = None
+        self._held: dict[str, tuple[dict, dict]] = {}
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -96,7 +115,9 @@ class Runner:
     async def _start(self, session_id: str, request: TurnRequest, config: dict):
         """The graph input for this request, and whether it resumes an earlier turn."""
         snapshot = await self._open_turn(config)
-        if snapshot is not None and snapshot.next:
+        # `tasks`, not `next`: `next` leaves out tasks whose writes were saved, and a process killed after
+        # a step's writes but before the next checkpoint leaves only such tasks
+        if snapshot is not None and snapshot.tasks:
             paused = [t for t in snapshot.tasks if t.interrupts]
             if paused:
                 form = paused[0].interrupts[0].value or {}
@@ -107,6 +128,7 @@ class Runner:
                 update = resume_update(snapshot.values, query=request.query, inputs=request.inputs)
                 return Command(resume=dict(request.inputs or {}), update=update), "pause"
             if not any(t.error for t in snapshot.tasks):
+                self._held = _unsettled(snapshot)
                 return None, "interruption"      # the process died mid-turn: continue from the checkpoint
         values = None
         if self.checkpointer is not None:
@@ -119,14 +141,22 @@ class Runner:
     async def run_turn(self, session_id: str, request: TurnRequest) -> AsyncIterator[dict]:
         self.outcome = TurnOutcome()
         config = self._config(session_id)
+        self._held = {}
         graph_input, resumed = await self._start(session_id, request, config)
         self.outcome.resumed = resumed
         adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.inputs or {})
+        for node in self.compiled.plan.nodes.values():
+            if node.id in self._held:     # their node_finished waited for a stream the dead process never ended
+                outputs, inputs = self._held[node.id]
+                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "container": False}
         self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id)
         if resumed is None:
             yield adapter.workflow_started()        # RAGFlow sends none when a turn resumes
         try:
+            # "sync": a step's checkpoint is saved before the next step starts, so a process killed
+            # at any moment loses only the steps that were running ("async" could lose finished ones)
             async for part in self.graph.astream(graph_input, config, context=context,
+                                                 durability="sync" if self.checkpointer is not None else None,
                                                  stream_mode=STREAM_MODES, version="v2"):
                 for event in adapter.feed(part):
                     self.outcome.events += 1

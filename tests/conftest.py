@@ -57,3 +57,7 @@ def dsl(**components: dict) -> dict:
     comps = {"begin": cpn("Begin", downstream=[c for c in components if c != "begin"][:1])}
     comps.update(components)
     return {"components": comps}
+
+
+# Checkpointer fixtures (`checkpointer_url`, `durable_url`): one test suite against every checkpointer.
+from tests.runtime.checkpointers import checkpointer_url, durable_url  # noqa: E402,F401
