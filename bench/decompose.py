@@ -1,12 +1,18 @@
 """Where canvas2graph's overhead over hand-written LangGraph comes from, step by step.
 
     python -m bench.decompose [--quick]
+    python -m bench.decompose --runtime [--quick]     # timeout and durability what-ifs
 
 Run overhead: the hand-written 50-node Message chain of bench/handwritten.py is made more like the
 compiled graph one feature at a time (the wide state: one channel per component; three writes per
 step: own outputs, `last`, `trace`; the deferred finish node), then compared with the compiled graph
 streamed directly and with the full Runner. For the scripted-LLM chain, the effect of building the
 chat models anew every turn (a fresh ModelFactory per turn, as the benchmark's Runner does) is isolated.
+
+Run-time what-ifs (`--runtime`; the loops and iterations of bench.run included): the Runner as
+built, without the per-component timeout (COMPONENT_EXEC_TIMEOUT=0 when the graph is built), and
+also with LangGraph's default durability instead of the Runner's (patched in this process only),
+next to the hand-written graph with either durability.
 
 Compile: a what-if that hands LangGraph `functools.partial(Node.__call__, node)` instead of the bound
 method `node.__call__` (patched in this process only), which skips LangGraph's bytecode scan for
@@ -38,7 +44,18 @@ from compiler import compile_dsl  # noqa: E402
 from runtime.models import ModelFactory  # noqa: E402
 from runtime.scripted import Script, ScriptedChatModel  # noqa: E402
 from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
-from runtime.state import drop, merge_outputs, take_last  # noqa: E402
+from runtime.state import take_last  # noqa: E402
+
+
+def drop(old, new):
+    """The reducer of the former `trace` channel (runtime/state.py no longer has one): keep nothing."""
+    return {}
+
+
+def merge_outputs(old, new):
+    """The former per-component channel's reducer: merge key by key, None resets (runtime/state.py's
+    merge_outputs now merges the one `outputs` channel, component by component)."""
+    return {} if new is None else {**(old or {}), **new}
 
 
 def message_chain_like_compiled(n: int, *, channels: bool, writes: bool, finish: bool):
@@ -208,10 +225,117 @@ async def run_decomposition(reps: int, warmup: int, n: int = 50) -> list[tuple[s
     return sections
 
 
+class _WithDurability:
+    """A compiled graph whose astream uses another durability (what-if; the Runner passes its own)."""
+
+    def __init__(self, graph, mode: str):
+        self._graph, self._mode = graph, mode
+
+    def astream(self, *args, **kw):
+        kw["durability"] = self._mode
+        return self._graph.astream(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._graph, name)
+
+
+def runtime_what_ifs(case: str, dsl, hand, query: str, hand_limit: int | None):
+    """Variants for one case: hand-written (two durabilities), the Runner as built and two what-ifs."""
+    import os
+
+    from bench.run import RUNNER_DURABILITY, Recycler
+    script = Script.load(SCRIPT)
+    models = ModelFactory(script=script)
+    durability = RUNNER_DURABILITY or "async"
+
+    def runner(timeout: bool, mode: str | None):
+        compiled = compile_dsl(dsl(f"{case}-{timeout}-{mode}"))
+        saver = InMemorySaver()
+        previous = os.environ.get("COMPONENT_EXEC_TIMEOUT")
+        if not timeout:
+            os.environ["COMPONENT_EXEC_TIMEOUT"] = "0"          # read when the graph is built
+        try:
+            compiled.graph(saver)
+        finally:
+            if not timeout:
+                if previous is None:
+                    os.environ.pop("COMPONENT_EXEC_TIMEOUT", None)
+                else:
+                    os.environ["COMPONENT_EXEC_TIMEOUT"] = previous
+        sessions = Recycler(saver, True)
+
+        def variant():
+            r = Runner(compiled, saver, models, script=script)
+            if mode is not None:
+                r.graph = _WithDurability(r.graph, mode)
+            sid = sessions.next(fresh_id())
+
+            async def run():
+                async for _ in r.run_turn(sid, TurnRequest(query=query)):
+                    pass
+            return run
+        return variant
+
+    def handwritten(mode: str):
+        saver = InMemorySaver()
+        graph = hand.compile(checkpointer=saver)
+        sessions = Recycler(saver, True)
+
+        def variant():
+            config = {"configurable": {"thread_id": sessions.next(fresh_id())},
+                      **({"recursion_limit": hand_limit} if hand_limit else {})}
+
+            async def run():
+                async for _ in graph.astream({"query": query}, config, durability=mode,
+                                             stream_mode=STREAM_MODES, version="v2"):
+                    pass
+            return run
+        return variant
+
+    variants = {"hand-written, default durability (async)": handwritten("async")}
+    if durability != "async":
+        variants[f"hand-written, durability {durability}"] = handwritten(durability)
+    variants[f"canvas2graph Runner as built (timeout, {durability})"] = runner(True, None)
+    variants[f"Runner, no per-component timeout ({durability})"] = runner(False, None)
+    if durability != "async":
+        variants["Runner, no timeout, durability async"] = runner(False, "async")
+    return variants
+
+
+async def run_runtime_what_ifs(quick: bool) -> list[tuple[str, dict, int]]:
+    from bench import handwritten as hw
+    from bench.run import ITERATION_ITEMS, LOOP_PASSES
+    cases = [("50-component Message chain", lambda salt: dsls.message_chain(50, salt=salt), hw.message_chain(50),
+              QUERY, None, 50, (3, 1) if quick else (20, 3))]
+    if dsls.string_transform_available():
+        cases.append((f"Iteration, {ITERATION_ITEMS} items", lambda salt: dsls.iteration_map(salt=salt),
+                      hw.iteration_map(), dsls.iteration_query(ITERATION_ITEMS),
+                      hw.iteration_recursion_limit(ITERATION_ITEMS), ITERATION_ITEMS, (2, 1) if quick else (10, 2)))
+    cases.append((f"Loop, {LOOP_PASSES:,} passes", lambda salt: dsls.loop_counter(LOOP_PASSES, salt=salt),
+                  hw.loop_counter(LOOP_PASSES, show_body=dsls.loop_body_kind() == "Message"), QUERY,
+                  hw.loop_recursion_limit(LOOP_PASSES), LOOP_PASSES, (1, 0) if quick else (3, 1)))
+    sections = []
+    for title, dsl, hand, query, limit, units, (reps, warmup) in cases:
+        print(f"  {title}...", file=sys.stderr, flush=True)
+        variants = runtime_what_ifs(title, dsl, hand, query, limit)
+        sections.append((title, await time_async_interleaved(variants, reps, warmup), units))
+    return sections
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decompose", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runtime", action="store_true",
+                    help="only the run-time what-ifs (timeout, durability) for the chain, Iteration and Loop")
     args = ap.parse_args(argv)
+    if args.runtime:
+        for title, stats, units in asyncio.run(run_runtime_what_ifs(args.quick)):
+            base = next(iter(stats.values())).median_ms
+            print(f"\n{title}: median ms per turn, per step unit (component / item / pass)")
+            print("\n".join(table(["variant", "ms", "ms/unit", "vs hand-written default"],
+                                  [[k, fmt(s.median_ms), fmt(s.median_ms / units), f"{s.median_ms / base:.2f}"]
+                                   for k, s in stats.items()])))
+        return 0
     reps, warmup = (3, 1) if args.quick else (25, 3)
     for title, stats in asyncio.run(run_decomposition(reps, warmup)):
         base = next(iter(stats.values())).median_ms

@@ -109,3 +109,71 @@ def branch(chain_len: int = 5, salt: Any = 0) -> dict:
 def branch_executed(chain_len: int = 5) -> int:
     """Components that run in one turn of `branch`: begin, the Switch and one chain."""
     return 2 + chain_len
+
+
+# --------------------------------------------------------------------------------------------
+# containers: a Loop and an Iteration with cheap bodies
+# --------------------------------------------------------------------------------------------
+
+def loop_body_kind() -> str:
+    """The loop body's work component: a StringTransform merge, or a Message if transforms do not import."""
+    return "StringTransform" if string_transform_available() else "Message"
+
+
+def loop_counter(passes: int = 1000, salt: Any = 0) -> dict:
+    """begin -> Loop:Count (count = 0; stop when count >= passes; maximum_loop_count = passes) -> Message:Done.
+
+    The body: LoopItem:Body -> VariableAssigner:Inc (count += 1) -> one cheap work component
+    (StringTransform merge, or a Message) that formats the counter; it returns to LoopItem:Body.
+    """
+    loop, item, inc, final = "Loop:Count", "LoopItem:Body", "VariableAssigner:Inc", "Message:Done"
+    kind = loop_body_kind()
+    work = f"{kind}:Work"
+    comps = {"begin": _begin(salt, [loop])}
+    comps[loop] = _component("Loop", {
+        "loop_variables": [{"variable": "count", "input_mode": "constant", "value": 0, "type": "number"}],
+        "loop_termination_condition": [{"variable": f"{loop}@count", "operator": "≥", "value": passes,
+                                        "input_mode": "constant"}],
+        "logical_operator": "and",
+        "maximum_loop_count": passes,
+    }, [final], ["begin"])
+    comps[item] = {**_component("LoopItem", {}, [inc], []), "parent_id": loop}
+    comps[inc] = {**_component("VariableAssigner", {"variables": [
+        {"variable": f"{loop}@count", "operator": "+=", "parameter": 1}]}, [work], [item]), "parent_id": loop}
+    text = "pass {" + loop + "@count}"
+    params = ({"method": "merge", "script": text, "delimiters": [","]} if kind == "StringTransform"
+              else message_params(text))
+    comps[work] = {**_component(kind, params, [], [inc]), "parent_id": loop}
+    result = f"{work}@{'result' if kind == 'StringTransform' else 'content'}"
+    comps[final] = _component("Message", message_params("done: {" + loop + "@count} passes, last {" + result + "}"),
+                              [], [loop])
+    return _canvas(comps)
+
+
+def iteration_query(items: int) -> str:
+    """The query the Iteration case splits: `items` comma-separated words."""
+    return ",".join(f"w{i}" for i in range(items))
+
+
+def iteration_map(salt: Any = 0) -> dict:
+    """begin -> StringTransform:Split (sys.query on ',') -> Iteration:Each -> Message:Out.
+
+    The body is one StringTransform merge `<{IterationItem:Start@item}>` (a merge script does not
+    take the `{item}` shorthand: like RAGFlow's, it reads full references only); the Iteration collects its result per item
+    (`outputs: {"results": {"ref": "StringTransform:Wrap@result"}}`), the Message shows the list.
+    """
+    split, it, start, wrap, out = ("StringTransform:Split", "Iteration:Each", "IterationItem:Start",
+                                   "StringTransform:Wrap", "Message:Out")
+    comps = {"begin": _begin(salt, [split])}
+    comps[split] = _component("StringTransform", {"method": "split", "split_ref": "sys.query", "delimiters": [","],
+                                                  "outputs": {"result": {"type": "Array<string>", "value": []}}},
+                              [it], ["begin"])
+    comps[it] = _component("Iteration", {"items_ref": f"{split}@result",
+                                         "outputs": {"results": {"type": "Array<string>", "ref": f"{wrap}@result"}}},
+                           [out], [split])
+    comps[start] = {**_component("IterationItem", {}, [wrap], []), "parent_id": it}
+    comps[wrap] = {**_component("StringTransform", {"method": "merge", "script": "<{" + start + "@item}>",
+                                                 "delimiters": [","]},
+                                [], [start]), "parent_id": it}
+    comps[out] = _component("Message", message_params("results: {" + it + "@results}"), [], [it])
+    return _canvas(comps)

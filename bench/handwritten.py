@@ -127,3 +127,133 @@ def branch(chain_len: int = 5) -> StateGraph:
         g.add_edge(prev, END)
     g.add_conditional_edges("switch", route, heads)
     return g
+
+
+# --------------------------------------------------------------------------------------------
+# containers: a counting loop and a map over a list (bench/dsls.py: loop_counter, iteration_map)
+# --------------------------------------------------------------------------------------------
+
+class LoopState(TypedDict, total=False):
+    query: str
+    count: int
+    idx: int
+    done: bool
+    text: str
+    history: list
+
+
+def loop_counter(passes: int = 1000, show_body: bool = False) -> StateGraph:
+    """begin -> init (count = 0) -> head -(conditional edge)-> inc -> work -> head ... -> done.
+
+    Per pass the same three steps as the compiled Loop: the head (pass counter, termination test),
+    the increment and the work (format the counter; shown through the stream writer if the compiled
+    body is a Message). The recursion limit must allow 3 steps per pass: `loop_recursion_limit`.
+    """
+    async def init(state: LoopState) -> dict:
+        return {"count": 0, "idx": 0, "done": False}
+
+    async def head(state: LoopState) -> dict:
+        idx = state["idx"]
+        done = idx >= passes
+        if not done:
+            idx += 1
+            done = state["count"] >= passes
+        return {"idx": idx, "done": done}
+
+    async def inc(state: LoopState) -> dict:
+        return {"count": state["count"] + 1}
+
+    async def work(state: LoopState) -> dict:
+        text = f"pass {state['count']}"
+        if show_body:
+            get_stream_writer()({"event": "message", "content": text})
+        return {"text": text}
+
+    async def done(state: LoopState) -> dict:
+        text = f"done: {state['count']} passes, last {state['text']}"
+        get_stream_writer()({"event": "message", "content": text})
+        return {"text": text, "history": [*state.get("history", []), ["user", state["query"]], ["assistant", text]]}
+
+    async def route(state: LoopState) -> str:
+        return "done" if state["done"] else "inc"
+
+    g = StateGraph(LoopState)
+    for name, fn in (("begin", begin), ("init", init), ("head", head), ("inc", inc), ("work", work), ("done", done)):
+        g.add_node(name, fn)
+    g.add_edge(START, "begin")
+    g.add_edge("begin", "init")
+    g.add_edge("init", "head")
+    g.add_conditional_edges("head", route, {"inc": "inc", "done": "done"})
+    g.add_edge("inc", "work")
+    g.add_edge("work", "head")
+    g.add_edge("done", END)
+    return g
+
+
+def loop_recursion_limit(passes: int) -> int:
+    return 3 * (passes + 1) + 10
+
+
+class MapState(TypedDict, total=False):
+    query: str
+    items: list
+    idx: int
+    item: str
+    done: bool
+    text: str
+    results: list
+    history: list
+
+
+def iteration_map() -> StateGraph:
+    """begin -> split -> iteration (idx = 0) -> head -(conditional edge)-> wrap -> head ... -> out.
+
+    Per item the same two steps as the compiled Iteration: the head (collects the previous
+    result, hands out the next item) and the body (format the item).
+    """
+    import json
+
+    async def split(state: MapState) -> dict:
+        return {"items": state["query"].split(",")}
+
+    async def iteration(state: MapState) -> dict:
+        return {"idx": 0, "done": False, "results": None}
+
+    async def head(state: MapState) -> dict:
+        idx = state["idx"]
+        update: dict = {}
+        if idx > 0:
+            update["results"] = [*(state.get("results") or []), state["text"]]
+        if idx >= len(state["items"]):
+            update["done"] = True
+            return update
+        update.update(idx=idx + 1, item=state["items"][idx])
+        return update
+
+    async def wrap(state: MapState) -> dict:
+        return {"text": f"<{state['item']}>"}
+
+    async def out(state: MapState) -> dict:
+        text = "results: " + json.dumps(state.get("results"), ensure_ascii=False)
+        get_stream_writer()({"event": "message", "content": text})
+        return {"text": text, "history": [*state.get("history", []), ["user", state["query"]], ["assistant", text]]}
+
+    async def route(state: MapState) -> str:
+        return "out" if state.get("done") else "wrap"
+
+    g = StateGraph(MapState)
+    for name, fn in (("begin", begin), ("split", split), ("iteration", iteration), ("head", head),
+                     ("wrap", wrap), ("out", out)):
+        g.add_node(name, fn)
+    g.add_edge(START, "begin")
+    g.add_edge("begin", "split")
+    g.add_edge("split", "iteration")
+    g.add_edge("iteration", "head")
+    g.add_conditional_edges("head", route, {"wrap": "wrap", "out": "out"})
+    g.add_edge("wrap", "head")
+    g.add_edge("out", END)
+    return g
+
+
+def iteration_recursion_limit(items: int) -> int:
+    return 2 * (items + 1) + 10
