@@ -18,10 +18,11 @@ from nodes.registry import KNOWN_ELSEWHERE, NO_ENGINE_CLASS, ComponentSpec, look
 class NodeConfigError(Exception):
     """Raised by a Node while preparing, for a param that passes the model but cannot work."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, code: str = "invalid-param"):
         super().__init__(message)
         self.field = field
         self.message = message
+        self.code = code
 
 
 @dataclass
@@ -29,6 +30,7 @@ class CanvasInfo:
     """What nodes may ask about the rest of the canvas while they prepare."""
 
     entries: dict[str, ComponentEntry]
+    nodes: dict[str, Any] = field(default_factory=dict)     # filled once every component is built
 
     def type_of(self, cid: str) -> str | None:
         e = self.entries.get(cid)
@@ -124,7 +126,7 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
             node = spec.node(entry, params, info)
             routes = _routes_of(node) if spec.routes else []
         except NodeConfigError as e:
-            out.error("invalid-param", e.message, cid, e.field)
+            out.error(e.code, e.message, cid, e.field)
             continue
         except Exception as e:     # a params shape the node's checks did not foresee
             out.error("invalid-param", f"the params cannot be used: {_reason(e)}", cid, "params")
@@ -134,6 +136,7 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
             continue
         nodes[cid] = node
         specs[cid] = spec
+    info.nodes = nodes
     plan = Plan(dsl=dsl, nodes=nodes, specs=specs)
     taken: set[str] = set()
     plan.node_names = {cid: node_name(cid, taken) for cid in dsl.components}

@@ -191,6 +191,11 @@ class LLM(Node):
             system += "\n\n" + structured_prompt(self.schema)
         return ([{"role": "system", "content": system}] if system else []) + messages
 
+    async def stream_pending(self, pending, ctx, sink: dict) -> AsyncIterator[str]:
+        """Used by the Message that shows this LLM's pending generation."""
+        async for piece in stream_generation(pending, ctx):
+            yield piece
+
     def thoughts(self, state) -> str:
         try:
             last = self.build_messages(state)[-1]["content"]

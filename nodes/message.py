@@ -13,7 +13,7 @@ from compiler.refs import Ref, Template
 from nodes.base import ComponentError, Node, Params, Result, stream_writer, template
 from nodes.llm import stream_generation
 from nodes.registry import register
-from runtime.state import REFERENCE, channel, outputs_of
+from runtime.state import REFERENCE, channel, merge_reference, outputs_of
 from runtime.values import as_json_text, is_pending, resolve
 
 _JINJA = SandboxedEnvironment()
@@ -59,7 +59,7 @@ class Message(Node):
         status = self.params.extra("status")
         if status is not None:
             end["status"] = status
-        reference = state.get(REFERENCE) or {}
+        reference = merge_reference(state.get(REFERENCE), writes.get(REFERENCE) or {})
         if reference.get("chunks") or reference.get("doc_aggs"):
             end["reference"] = reference
         write({"event": "message_end", **end})
@@ -91,8 +91,11 @@ class Message(Node):
         shown: list[str] = []
         thinking = False
         created = outputs_of(state, producer).get("_created_time", time.perf_counter())
+        node = self.canvas.nodes.get(producer)
+        sink: dict[str, Any] = {}
+        source = node.stream_pending(pending, ctx, sink) if node is not None else stream_generation(pending, ctx)
         try:
-            async for piece in stream_generation(pending, ctx):
+            async for piece in source:
                 self._show(piece, write, shown, answer, thinking)
                 thinking = piece == "<think>" or (thinking and piece != "</think>")
         except Exception as e:      # the failure belongs to the LLM whose generation this is
@@ -105,6 +108,8 @@ class Message(Node):
             shown.append(default)
             answer[:] = [default]
         writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
+        if sink.get("reference"):
+            writes[REFERENCE] = merge_reference(writes.get(REFERENCE), sink["reference"])
         return "".join(shown)
 
     @staticmethod

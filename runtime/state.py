@@ -58,6 +58,15 @@ def merge_globals(old: dict | None, new: dict | None) -> dict:
     return {**old, **(new or {})}
 
 
+def merge_reference(old: dict | None, new: dict | None) -> dict:
+    """The turn's reference store: chunks and doc_aggs gathered from every retrieval; None resets it."""
+    if new is None:
+        return {"chunks": {}, "doc_aggs": {}}
+    old = old or {"chunks": {}, "doc_aggs": {}}
+    return {"chunks": {**old.get("chunks", {}), **new.get("chunks", {})},
+            "doc_aggs": {**old.get("doc_aggs", {}), **new.get("doc_aggs", {})}}
+
+
 def take_last(old: Any, new: Any) -> Any:
     return new
 
@@ -72,6 +81,6 @@ def build_state_schema(name: str = "CanvasState") -> type:
         HISTORY: Annotated[list, take_last],
         REQUEST: Annotated[dict, take_last],
         LAST: Annotated[dict, take_last],     # {"component_id", "inputs"} of the last node to finish
-        REFERENCE: Annotated[dict, take_last],
+        REFERENCE: Annotated[dict, merge_reference],
     }
     return TypedDict(name, fields, total=False)  # type: ignore[operator]

@@ -34,7 +34,7 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
         HISTORY: history,
         REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True},
         LAST: {},
-        REFERENCE: {"chunks": {}, "doc_aggs": {}},
+        REFERENCE: None,                        # a fresh reference store each turn
     })
     return update
 

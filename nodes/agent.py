@@ -1,0 +1,221 @@
+"""Agent: an LLM that calls tools (SPEC 3.4, 7).
+
+Tools come from the DSL's `params.tools` (tool components such as Retrieval, and sub-agents) and
+reach the model through LangChain's `bind_tools`, named as RAGFlow names them: `<function>_<index>`.
+The loop makes up to `max_rounds + 1` model calls; each round's tool calls run concurrently and
+their results (or errors) go back to the model. An Agent without tools behaves as the LLM component.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from langchain_core.messages import HumanMessage, ToolMessage
+from pydantic import Field, ValidationError
+
+from compiler.model import ComponentEntry
+from compiler.plan import NodeConfigError
+from nodes.base import Node, Result
+from nodes.errors import classify
+from nodes.llm import LLM, LLMParams, _THINK_SPLIT, report_usage, text_of, to_langchain
+from nodes.registry import KNOWN_ELSEWHERE, lookup, register
+from runtime.models import ModelConfigError
+from runtime.state import REFERENCE
+from runtime.values import PENDING, ref_values
+
+
+class AgentParams(LLMParams):
+    tools: list[Any] = Field(default_factory=list)
+    mcp: list[Any] = Field(default_factory=list)
+    max_rounds: int = Field(5, ge=0)
+
+
+SUB_AGENT_PARAMETERS = {
+    "user_prompt": {"type": "string", "description": "The task for this agent."},
+    "reasoning": {"type": "string", "description": "Why this agent is being asked."},
+    "context": {"type": "string", "description": "What the agent needs to know to do it."},
+}
+
+
+@dataclass
+class AgentTool:
+    name: str                 # what the model calls: "<function>_<index>"
+    schema: dict              # OpenAI function schema
+    component: Node           # the tool component that runs it
+
+
+def _schema(name: str, description: str, parameters: dict, required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": parameters, "required": required}}}
+
+
+def build_tools(agent: "Agent") -> list[AgentTool]:
+    tools: list[AgentTool] = []
+    for idx, entry in enumerate(agent.params.tools):
+        where = f"params.tools.{idx}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("component_name"), str):
+            raise NodeConfigError(where, "each tool must be an object with a component_name")
+        name = entry["component_name"]
+        spec = lookup(name)
+        if spec is None or (name != "Agent" and not hasattr(spec.node, "call")):
+            code = "unsupported" if name in KNOWN_ELSEWHERE or spec is not None else "unknown-component"
+            raise NodeConfigError(f"{where}.component_name", f"tool {name!r} is not supported by this version of canvas2graph yet", code)
+        raw = entry.get("params") or {}
+        try:
+            params = spec.params.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise NodeConfigError(f"{where}.params.{loc}", err["msg"].removeprefix("Value error, "))
+        label = str(entry.get("name") or name)
+        tool_id = f"{agent.id}-->{label.replace(' ', '_')}"
+        try:
+            component = spec.node(ComponentEntry(id=tool_id, component_name=name, params=raw, downstream=[],
+                                                 display_name=label), params, agent.canvas)
+        except NodeConfigError as e:          # a sub-agent's own tools: report the full path
+            raise NodeConfigError(f"{where}.{e.field}", e.message, e.code) from e
+        if name == "Agent":
+            function = label.replace(" ", "_")
+            description = params.description or "This is an agent for a specific task."
+            schema = _schema(f"{function}_{idx}", description, SUB_AGENT_PARAMETERS, list(SUB_AGENT_PARAMETERS))
+        else:
+            function = component.function_name
+            description = params.description or component.tool_description
+            schema = _schema(f"{function}_{idx}", description, component.tool_parameters, component.tool_required)
+        tools.append(AgentTool(f"{function}_{idx}", schema, component))
+    return tools
+
+
+@register("Agent", AgentParams, outputs=lambda p: {"content", "structured"})
+class Agent(LLM):
+    def prepare(self) -> None:
+        super().prepare()
+        if any(isinstance(m, dict) and m.get("tools") for m in self.params.mcp):
+            raise NodeConfigError("params.mcp", "MCP tools are not supported by this version of canvas2graph yet", "unsupported")
+        self.tools = build_tools(self)
+        self.by_name = {t.name: t for t in self.tools}
+
+    async def run(self, state, ctx) -> Result:
+        if not self.tools:
+            return await super().run(state, ctx)          # an Agent without tools is an LLM
+        messages = self.build_messages(state)
+        inputs = ref_values(self.all_refs(), state)
+        if self.streams:
+            return Result(outputs={"content": {PENDING: True, "agent": True, "component_id": self.id,
+                                               "llm_id": self.params.llm_id, "gen_conf": self.params.gen_conf(),
+                                               "messages": messages, "default": None}}, inputs=inputs)
+        sink: dict[str, Any] = {}
+        async for _ in self.rounds(messages, ctx, sink, state, stream=False):
+            pass
+        outputs: dict[str, Any] = {"content": sink["answer"]}
+        if self.schema is not None:
+            from nodes.llm import parse_json_answer
+            outputs = {"structured": parse_json_answer(sink["answer"])}
+        writes = {REFERENCE: sink["reference"]} if sink.get("reference") else {}
+        return Result(outputs=outputs, inputs=inputs, writes=writes)
+
+    async def stream_pending(self, pending, ctx, sink: dict) -> AsyncIterator[str]:
+        """Used by the Message that shows this Agent: the tool loop, streaming the answer."""
+        if not pending.get("agent"):
+            async for piece in super().stream_pending(pending, ctx, sink):
+                yield piece
+            return
+        async for piece in self.rounds(pending["messages"], ctx, sink, None, stream=True):
+            yield piece
+
+    async def rounds(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
+        """The tool loop. Yields what the user sees when streaming; leaves the answer in sink["answer"]."""
+        model = ctx.models.chat_model(self.params.llm_id, component_id=self.id, gen_conf=self.params.gen_conf())
+        model = model.bind_tools([t.schema for t in self.tools])
+        history = to_langchain(messages)
+        for _ in range(self.params.max_rounds + 1):
+            reply = None
+            async for piece, reply in self._call(model, history, stream):
+                if piece is not None:
+                    yield piece
+            if not reply.tool_calls:
+                sink["answer"] = _answer(text_of(reply.content))
+                return
+            history.append(reply)
+            for call in reply.tool_calls:             # shown as RAGFlow shows tool use while streaming
+                for piece in ("<think>", f"Running the {call['name']} tool...", "</think>"):
+                    yield piece
+            results = await asyncio.gather(*(self._run_tool(call, ctx, sink, state) for call in reply.tool_calls))
+            history += [ToolMessage(content=r, tool_call_id=c["id"]) for c, r in zip(reply.tool_calls, results)]
+        history.append(HumanMessage(content=f"Exceed max rounds: {self.params.max_rounds}"))
+        async for piece, reply in self._call(model, history, stream):
+            if piece is not None:
+                yield piece
+        sink["answer"] = _answer(text_of(reply.content))
+
+    async def _call(self, model, history, stream: bool):
+        """One model call: (piece, reply so far) pairs; the last pair carries the whole reply."""
+        try:
+            if not stream:
+                reply = await model.ainvoke(history)
+                report_usage(reply)
+                yield None, reply
+                return
+            reply = None
+            async for chunk in model.astream(history):
+                reply = chunk if reply is None else reply + chunk
+                for piece in _THINK_SPLIT.split(text_of(chunk.content)):
+                    if piece:
+                        yield piece, reply
+            report_usage(reply)
+            yield None, reply
+        except ModelConfigError:
+            raise
+        except Exception as e:
+            raise classify(e) from e
+
+    async def _run_tool(self, call: dict, ctx, sink: dict, state) -> str:
+        """A tool's result as the model sees it; failures are results too (the model may recover)."""
+        tool = self.by_name.get(call["name"])
+        if tool is None:
+            return f"There is no tool named {call['name']}."
+        component = tool.component
+        scripted = ctx.script.next_tool_result(component_name=component.component_type, function_name=call["name"],
+                                               component_id=component.id) if ctx.script is not None else None
+        if scripted is not None:
+            return _text(scripted.get("return", (scripted.get("outputs") or {}).get("formalized_content", "")))
+        try:
+            if isinstance(component, Agent):
+                return await component.as_tool(call.get("args") or {}, ctx, state)
+            outputs, reference = await component.call(call.get("args") or {}, ctx)
+        except Exception as e:
+            return f"{component.component_type} error: {e}"
+        if reference.get("chunks"):
+            merged = sink.setdefault("reference", {"chunks": {}, "doc_aggs": {}})
+            merged["chunks"].update(reference["chunks"])
+            merged["doc_aggs"].update(reference["doc_aggs"])
+        return _text(outputs.get("formalized_content", outputs))
+
+    async def as_tool(self, args: dict, ctx, state) -> str:
+        """Run as another Agent's tool: a blocking call on the composed task (SPEC 7, sub-agents)."""
+        prompt = str(args.get("user_prompt") or "")
+        if args.get("reasoning") or args.get("context"):
+            prompt = f"\nREASONING:\n{args.get('reasoning', '')}\n\nCONTEXT:\n{args.get('context', '')}\n\nQUERY:\n{prompt}\n"
+        messages = self.build_messages(state) if state is not None else []
+        if messages and messages[-1]["role"] == "user":
+            messages[-1] = {"role": "user", "content": prompt}
+        else:
+            messages.append({"role": "user", "content": prompt})
+        sink: dict[str, Any] = {}
+        if not self.tools:
+            from nodes.llm import complete
+            return await complete(self.params.llm_id, self.id, messages, ctx, self.params.gen_conf())
+        async for _ in self.rounds(messages, ctx, sink, state, stream=False):
+            pass
+        return sink["answer"]
+
+
+def _answer(text: str) -> str:
+    """The answer without reasoning, as RAGFlow's Agent content is."""
+    return text.split("</think>", 1)[1] if "</think>" in text else text
+
+
+def _text(value: Any) -> str:
+    import json
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
