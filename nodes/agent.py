@@ -21,7 +21,8 @@ from nodes.errors import classify
 from nodes.llm import LLM, LLMParams, _THINK_SPLIT, report_usage, text_of, to_langchain
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime.models import ModelConfigError
-from runtime.state import REFERENCE
+from nodes.tool import Tool, as_text
+from runtime.state import REFERENCE, merge_reference
 from runtime.values import PENDING, ref_values
 
 
@@ -58,7 +59,7 @@ def build_tools(agent: "Agent") -> list[AgentTool]:
             raise NodeConfigError(where, "each tool must be an object with a component_name")
         name = entry["component_name"]
         spec = lookup(name)
-        if spec is None or (name != "Agent" and not hasattr(spec.node, "call")):
+        if spec is None or (name != "Agent" and not issubclass(spec.node, Tool)):
             code = "unsupported" if name in KNOWN_ELSEWHERE or spec is not None else "unknown-component"
             raise NodeConfigError(f"{where}.component_name", f"tool {name!r} is not supported by this version of canvas2graph yet", code)
         raw = entry.get("params") or {}
@@ -176,21 +177,19 @@ class Agent(LLM):
         if tool is None:
             return f"There is no tool named {call['name']}."
         component = tool.component
-        scripted = ctx.script.next_tool_result(component_name=component.component_type, function_name=call["name"],
-                                               component_id=component.id) if ctx.script is not None else None
-        if scripted is not None:
-            return _text(scripted.get("return", (scripted.get("outputs") or {}).get("formalized_content", "")))
         try:
             if isinstance(component, Agent):
+                scripted = ctx.script.next_tool_result(component_name="Agent", function_name=call["name"],
+                                                       component_id=component.id) if ctx.script is not None else None
+                if scripted is not None:
+                    return as_text(scripted.get("return", "")) if isinstance(scripted, dict) else str(scripted)
                 return await component.as_tool(call.get("args") or {}, ctx, state)
-            outputs, reference = await component.call(call.get("args") or {}, ctx)
-        except Exception as e:
+            _, reference, text = await component.call(call.get("args") or {}, ctx, function_name=call["name"])
+        except Exception as e:       # the model reads the failure and may recover, as in RAGFlow
             return f"{component.component_type} error: {e}"
-        if reference.get("chunks"):
-            merged = sink.setdefault("reference", {"chunks": {}, "doc_aggs": {}})
-            merged["chunks"].update(reference["chunks"])
-            merged["doc_aggs"].update(reference["doc_aggs"])
-        return _text(outputs.get("formalized_content", outputs))
+        if reference["chunks"]:
+            sink["reference"] = merge_reference(sink.get("reference") or {}, reference)
+        return text
 
     async def as_tool(self, args: dict, ctx, state) -> str:
         """Run as another Agent's tool: a blocking call on the composed task (SPEC 7, sub-agents)."""
@@ -214,8 +213,3 @@ class Agent(LLM):
 def _answer(text: str) -> str:
     """The answer without reasoning, as RAGFlow's Agent content is."""
     return text.split("</think>", 1)[1] if "</think>" in text else text
-
-
-def _text(value: Any) -> str:
-    import json
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

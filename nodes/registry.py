@@ -53,6 +53,12 @@ def lookup(name: str) -> ComponentSpec | None:
     return REGISTRY.get(name)
 
 
+def not_yet_supported(name: str) -> bool:
+    """A component RAGFlow has that this version cannot run yet."""
+    _load_families()
+    return name in KNOWN_ELSEWHERE and name not in REGISTRY
+
+
 _loaded = False
 
 
@@ -74,3 +80,5 @@ def _load_families() -> None:
     import nodes.fillup  # noqa: F401
     import nodes.retrieval  # noqa: F401
     import nodes.agent  # noqa: F401
+    import nodes.tools
+    nodes.tools.load_all()

@@ -6,15 +6,13 @@ so `[ID:n]` citations and `message_end.reference` line up. Under `--llm-script` 
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
+from nodes.base import Params
 from nodes.registry import register
-from runtime.state import REFERENCE
-from runtime.values import as_json_text, resolve
+from nodes.tool import Tool, ToolArg, ToolOutput, found
 
 
 class RetrievalUnavailable(Exception):
@@ -34,11 +32,6 @@ class RetrievalParams(Params):
 
     def datasets(self) -> list[str]:
         return list(self.dataset_ids or self.kb_ids or [])
-
-
-def chunk_key(chunk_id: str) -> str:
-    """RAGFlow's hash_str2int(chunk_id, 500): the n of `[ID:n]` (collisions are possible, as there)."""
-    return str(int(hashlib.sha1(chunk_id.encode("utf-8")).hexdigest(), 16) % 500)
 
 
 def scripted_chunks(raw: list[dict], dataset: str) -> list[dict]:
@@ -64,29 +57,6 @@ def raw_chunk(c: dict) -> dict:
             "mom_id": "", "row_id": c["row_id"]}
 
 
-def references_of(chunks: list[dict]) -> dict[str, Any]:
-    """The reference-store entries for these chunks: {chunks: {n: chunk}, doc_aggs: {name: agg}}."""
-    store: dict[str, Any] = {"chunks": {}, "doc_aggs": {}}
-    for c in chunks:
-        store["chunks"][chunk_key(c["id"])] = c
-        agg = store["doc_aggs"].setdefault(c["document_name"], {"doc_name": c["document_name"], "doc_id": c["document_id"], "count": 0})
-        agg["count"] += 1
-    return store
-
-
-def formalize(chunks: list[dict]) -> str:
-    """Chunk blocks the model reads, each headed by the id it must cite."""
-    blocks = []
-    for c in chunks:
-        lines = [f"ID: {chunk_key(c['id'])}", f"├── Title: {c['document_name']}"]
-        if c.get("url"):
-            lines.append(f"├── URL: {c['url']}")
-        lines.append("└── Content:")
-        lines.append(c["content"])
-        blocks.append("\n".join(lines))
-    return "\n" + "\n\n".join(blocks)
-
-
 async def search(params: RetrievalParams, query: str, ctx) -> list[dict]:
     if ctx is not None and ctx.script is not None:
         chunks = scripted_chunks(ctx.script.retrieval, (params.datasets() or [""])[0])
@@ -98,44 +68,17 @@ async def search(params: RetrievalParams, query: str, ctx) -> list[dict]:
 
 
 @register("Retrieval", RetrievalParams, outputs=lambda p: {"formalized_content", "json"})
-class Retrieval(Node):
+class Retrieval(Tool):
     function_name = "search_my_dateset"        # sic: the name RAGFlow exposes to models
     tool_description = "Search the knowledge base for passages relevant to the query."
-    tool_parameters = {"query": {"type": "string", "description": "The question or keywords to search for."}}
-    tool_required = ["query"]
-
-    def prepare(self) -> None:
-        self.query_ref = bare_or_braced_ref(self.params.query)
-        self.query_text = None if self.query_ref else self.text_template(self.params.query)
-
-    def references(self):
-        if self.query_ref:
-            return [("params.query", self.query_ref)]
-        return [("params.query", r) for r in self.query_text.refs]
+    args = {"query": ToolArg("string", "The question or keywords to search for.", required=True)}
 
     def thoughts(self, state) -> str:
-        return f"Keywords: {self._query(state)}"
+        return f"Keywords: {self.node_args(state).get('query', '')}"
 
-    def _query(self, state) -> str:
-        from runtime.values import render
-        if self.query_ref:
-            return as_json_text(resolve(state, self.query_ref))
-        return render(self.query_text, state)
-
-    async def run(self, state, ctx) -> Result:
-        state, writes = await settle_pending(self, [r for _, r in self.references()], state, ctx)
-        query = self._query(state)
-        outputs, store = await self.call({"query": query}, ctx)
-        if store["chunks"]:
-            writes[REFERENCE] = store
-        return Result(outputs=outputs, inputs={"query": query}, writes=writes)
-
-    async def call(self, args: dict, ctx) -> tuple[dict, dict]:
-        """Run as a tool or node: (outputs, reference-store entries)."""
+    async def execute(self, args: dict, ctx) -> ToolOutput:
         query = str(args.get("query") or "").strip()
         if not query:
-            return {"formalized_content": ""}, {"chunks": {}, "doc_aggs": {}}
+            return ToolOutput({"formalized_content": ""})
         chunks = await search(self.params, query, ctx)
-        if not chunks:
-            return {"formalized_content": self.params.empty_response or "", "json": []}, {"chunks": {}, "doc_aggs": {}}
-        return {"formalized_content": formalize(chunks), "json": [raw_chunk(c) for c in chunks]}, references_of(chunks)
+        return found(chunks, [raw_chunk(c) for c in chunks], empty=self.params.empty_response or "")
