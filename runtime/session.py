@@ -66,8 +66,12 @@ def _unsettled(snapshot) -> dict[str, tuple[dict, dict]]:
 
 
 class Runner:
-    def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None):
+    def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None,
+                 services: dict[str, Any] | None = None):
         self.compiled = compiled
+        # run-wide services nodes reach through `ctx.extras`: "retrieval" (a backend), "mcp" (server
+        # configs), "code" (the code-execution policy), ...
+        self.services = dict(services or {})
         self.checkpointer = checkpointer
         self.models = models
         self.script = script
@@ -149,7 +153,8 @@ class Runner:
             if node.id in self._held:     # their node_finished waited for a stream the dead process never ended
                 outputs, inputs = self._held[node.id]
                 adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "container": False}
-        self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id)
+        self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id,
+                                                   extras=dict(self.services))
         if resumed is None:
             yield adapter.workflow_started()        # RAGFlow sends none when a turn resumes
         try:
