@@ -18,10 +18,11 @@ from compiler.model import ComponentEntry
 from compiler.plan import NodeConfigError
 from nodes.base import Node, Result
 from nodes.errors import classify
-from nodes.llm import LLM, LLMParams, _THINK_SPLIT, report_usage, text_of, to_langchain
+from nodes.llm import LLM, LLMParams, _THINK_SPLIT, parse_json_answer, report_usage, text_of, to_langchain
+from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime.models import ModelConfigError
-from nodes.tool import Tool, as_text
+from nodes.tool import Tool, as_text, formalize
 from runtime.state import REFERENCE, merge_reference
 from runtime.values import PENDING, ref_values
 
@@ -98,37 +99,97 @@ class Agent(LLM):
         self.by_name = {t.name: t for t in self.tools}
 
     async def run(self, state, ctx) -> Result:
-        if not self.tools:
-            return await super().run(state, ctx)          # an Agent without tools is an LLM
         messages = self.build_messages(state)
+        if not messages or not messages[-1]["content"].strip():
+            raise ValueError("the last message sent to the model is empty")
         inputs = ref_values(self.all_refs(), state)
-        if self.streams:
+        if self.streams:        # the downstream Message runs the loop and streams it (SPEC 5.7)
+            default = self.params.exception_default_value if self.params.exception_method == "comment" else None
             return Result(outputs={"content": {PENDING: True, "agent": True, "component_id": self.id,
                                                "llm_id": self.params.llm_id, "gen_conf": self.params.gen_conf(),
-                                               "messages": messages, "default": None}}, inputs=inputs)
+                                               "messages": messages, "default": default}}, inputs=inputs)
+        if not self.tools:
+            return await super().run(state, ctx)          # an Agent without tools is an LLM
         sink: dict[str, Any] = {}
         async for _ in self.rounds(messages, ctx, sink, state, stream=False):
             pass
         outputs: dict[str, Any] = {"content": sink["answer"]}
         if self.schema is not None:
-            from nodes.llm import parse_json_answer
-            outputs = {"structured": parse_json_answer(sink["answer"])}
+            outputs = {"structured": await self._structured(sink["answer"], ctx)}
         writes = {REFERENCE: sink["reference"]} if sink.get("reference") else {}
         return Result(outputs=outputs, inputs=inputs, writes=writes)
 
-    async def stream_pending(self, pending, ctx, sink: dict) -> AsyncIterator[str]:
-        """Used by the Message that shows this Agent: the tool loop, streaming the answer."""
+    async def _structured(self, answer: str, ctx) -> Any:
+        """Parse the answer as JSON; if it is not, ask again for JSON only, `max_retries + 1` times (SPEC 7)."""
+        value = parse_json_answer(answer)
+        attempts = 0
+        while value is None and attempts < self.params.max_retries + 1:
+            attempts += 1
+            model = self._model(ctx)
+            reply = None
+            async for _, reply in self._call(model, to_langchain(force_json(self.schema)), False):
+                pass
+            answer = text_of(reply.content)
+            value = parse_json_answer(answer)
+        if value is None:
+            raise ValueError(f"the answer is not valid JSON: {answer[:200]}")
+        return value
+
+    async def stream_pending(self, pending, ctx, sink: dict, state=None) -> AsyncIterator[str]:
+        """Used by the Message that shows this Agent: the streaming path of SPEC 7.
+
+        A long conversation is first rewritten into one question. With `cite` and chunks in the
+        turn's reference store, the answer either carries markers from the start (citation rules in
+        the system prompt) or, when the chunks arrive only through this Agent's own tools, is
+        written silently and then re-streamed through a citation pass.
+        """
         if not pending.get("agent"):
-            async for piece in super().stream_pending(pending, ctx, sink):
+            async for piece in super().stream_pending(pending, ctx, sink, state):
                 yield piece
             return
-        async for piece in self.rounds(pending["messages"], ctx, sink, None, stream=True):
-            yield piece
+        messages = list(pending["messages"])
+        if len(messages) > 3:
+            messages[-1] = {"role": "user", "content": await self._full_question(messages, ctx)}
+        before = (state or {}).get(REFERENCE) if state is not None else None
+
+        def store() -> dict:
+            return merge_reference(before, sink.get("reference") or {})
+
+        def need_citations() -> bool:
+            return bool(self.params.cite and store()["chunks"])
+
+        cited = False
+        if need_citations() and messages[0]["role"] == "system" and len(messages) < 7:
+            messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + citation_rules()}
+            cited = True
+        async for piece in self.rounds(messages, ctx, sink, state, stream=True):
+            if cited or not need_citations():
+                yield piece
+        if cited or not need_citations():
+            return
+        sources = formalize(list(store()["chunks"].values()))
+        history = to_langchain(citation_pass(sources) + [{"role": "user", "content": sink["answer"]}])
+        text: list[str] = []
+        async for piece, _ in self._call(self._model(ctx, tools=False), history, True):
+            if piece is not None:
+                text.append(piece)
+                yield piece
+        sink["answer"] = _answer("".join(text))
+
+    async def _full_question(self, messages: list[dict], ctx) -> str:
+        model = self._model(ctx, tools=False)
+        reply = None
+        async for _, reply in self._call(model, to_langchain(full_question(messages)), False):
+            pass
+        return _answer(text_of(reply.content)).strip() or messages[-1]["content"]
+
+    def _model(self, ctx, *, tools: bool = True):
+        model = ctx.models.chat_model(self.params.llm_id, component_id=self.id, gen_conf=self.params.gen_conf())
+        return model.bind_tools([t.schema for t in self.tools]) if tools and self.tools else model
 
     async def rounds(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
         """The tool loop. Yields what the user sees when streaming; leaves the answer in sink["answer"]."""
-        model = ctx.models.chat_model(self.params.llm_id, component_id=self.id, gen_conf=self.params.gen_conf())
-        model = model.bind_tools([t.schema for t in self.tools])
+        model = self._model(ctx)
         history = to_langchain(messages)
         for _ in range(self.params.max_rounds + 1):
             reply = None
@@ -139,10 +200,12 @@ class Agent(LLM):
                 sink["answer"] = _answer(text_of(reply.content))
                 return
             history.append(reply)
-            for call in reply.tool_calls:             # shown as RAGFlow shows tool use while streaming
-                for piece in ("<think>", f"Running the {call['name']} tool...", "</think>"):
-                    yield piece
+            for call in reply.tool_calls:             # shown while streaming, as RAGFlow shows tool use
+                yield "<think>"
+                yield f"Running the {call['name']} tool..."
             results = await asyncio.gather(*(self._run_tool(call, ctx, sink, state) for call in reply.tool_calls))
+            for _ in reply.tool_calls:
+                yield "</think>"
             history += [ToolMessage(content=r, tool_call_id=c["id"]) for c, r in zip(reply.tool_calls, results)]
         history.append(HumanMessage(content=f"Exceed max rounds: {self.params.max_rounds}"))
         async for piece, reply in self._call(model, history, stream):
@@ -159,11 +222,24 @@ class Agent(LLM):
                 yield None, reply
                 return
             reply = None
+            thinking = False
             async for chunk in model.astream(history):
                 reply = chunk if reply is None else reply + chunk
-                for piece in _THINK_SPLIT.split(text_of(chunk.content)):
+                reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
+                if reasoning:            # providers that stream reasoning apart from the answer
+                    if not thinking:
+                        thinking = True
+                        yield "<think>", reply
+                    yield reasoning, reply
+                text = text_of(chunk.content)
+                if text and thinking:
+                    thinking = False
+                    yield "</think>", reply
+                for piece in _THINK_SPLIT.split(text):
                     if piece:
                         yield piece, reply
+            if thinking:
+                yield "</think>", reply
             report_usage(reply)
             yield None, reply
         except ModelConfigError:

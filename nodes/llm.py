@@ -18,7 +18,8 @@ from nodes.base import Node, Params, Result, stream_writer, template
 from nodes.registry import register
 from nodes.errors import classify
 from runtime.models import ModelConfigError
-from runtime.state import HISTORY
+from nodes.prompts import citation_rules
+from runtime.state import HISTORY, REFERENCE
 from runtime.turn import history_messages
 from runtime.values import PENDING, as_json_text, ref_values, render
 
@@ -187,11 +188,14 @@ class LLM(Node):
                 messages.append({"role": role, "content": content})
             appended = True
         system = _STRIPPED_BLOCKS.sub("", render(self.sys_template, state, to_text=as_json_text)).strip()
+        if self.params.cite and ((state.get(REFERENCE) or {}).get("chunks")):
+            # chunks already retrieved this turn: ask for [ID:n] markers (SPEC 3.3, 7)
+            system = (system + "\n\n" + citation_rules()).strip()
         if self.schema is not None:
             system += "\n\n" + structured_prompt(self.schema)
         return ([{"role": "system", "content": system}] if system else []) + messages
 
-    async def stream_pending(self, pending, ctx, sink: dict) -> AsyncIterator[str]:
+    async def stream_pending(self, pending, ctx, sink: dict, state=None) -> AsyncIterator[str]:
         """Used by the Message that shows this LLM's pending generation."""
         async for piece in stream_generation(pending, ctx):
             yield piece

@@ -93,7 +93,7 @@ class Message(Node):
         created = outputs_of(state, producer).get("_created_time", time.perf_counter())
         node = self.canvas.nodes.get(producer)
         sink: dict[str, Any] = {}
-        source = node.stream_pending(pending, ctx, sink) if node is not None else stream_generation(pending, ctx)
+        source = node.stream_pending(pending, ctx, sink, state) if node is not None else stream_generation(pending, ctx)
         try:
             async for piece in source:
                 self._show(piece, write, shown, answer, thinking)
@@ -107,6 +107,8 @@ class Message(Node):
             write({"event": "message", "content": default})
             shown.append(default)
             answer[:] = [default]
+        if "answer" in sink:         # the producer says what its content is (an Agent after a citation pass)
+            answer[:] = [sink["answer"]]
         writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
         if sink.get("reference"):
             writes[REFERENCE] = merge_reference(writes.get(REFERENCE), sink["reference"])

@@ -58,7 +58,7 @@ def raw_chunk(c: dict) -> dict:
 
 
 async def search(params: RetrievalParams, query: str, ctx) -> list[dict]:
-    if ctx is not None and ctx.script is not None:
+    if ctx is not None and ctx.script is not None and ctx.script.retrieval is not None:
         chunks = scripted_chunks(ctx.script.retrieval, (params.datasets() or [""])[0])
         return chunks[: params.top_n]
     backend = (ctx.extras.get("retrieval") if ctx is not None else None)

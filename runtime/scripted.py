@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -163,11 +163,14 @@ class Script:
 
     replies: list[Reply] = field(default_factory=list)
     by_component: dict[str, list[Reply]] = field(default_factory=dict)
-    retrieval: list[dict] = field(default_factory=list)
+    retrieval: list[dict] | None = None     # None: the script says nothing, retrievals run for real
     tool_results: dict[str, list[dict]] = field(default_factory=dict)
     auto_reply: str | None = None
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
     calls: int = 0
+    # every request a scripted model received, in order: {component_id, messages, tools}; tests
+    # and users read it to see exactly what a canvas sent (prompts, tool results, citation rules)
+    requests: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Sync callers may run on executor threads, so pops and the counter are guarded.
@@ -202,8 +205,8 @@ class Script:
         stream_chunks = source.get("stream_chunks", DEFAULT_STREAM_CHUNKS)
         if isinstance(stream_chunks, bool) or not isinstance(stream_chunks, int) or stream_chunks < 1:
             raise ScriptError(f"stream_chunks must be a positive integer, got {stream_chunks!r}")
-        retrieval = source.get("retrieval") or []
-        if not isinstance(retrieval, list):
+        retrieval = source.get("retrieval")
+        if retrieval is not None and not isinstance(retrieval, list):
             raise ScriptError("retrieval must be a list of chunks")
         tool_results: dict[str, list[dict]] = {}
         for key, entries in _str_keyed(source.get("tool_results") or {}, "tool_results").items():
@@ -216,7 +219,7 @@ class Script:
                 cid: _parse_replies(queue, f"by_component[{cid!r}]")
                 for cid, queue in _str_keyed(source.get("by_component") or {}, "by_component").items()
             },
-            retrieval=[_parse_chunk(c, f"retrieval[{i}]") for i, c in enumerate(retrieval)],
+            retrieval=None if retrieval is None else [_parse_chunk(c, f"retrieval[{i}]") for i, c in enumerate(retrieval)],
             tool_results=tool_results,
             auto_reply=_optional_str(source.get("auto_reply"), "auto_reply"),
             stream_chunks=stream_chunks,
@@ -296,7 +299,13 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     # -- shared helpers -------------------------------------------------------------------------
-    def _take_reply(self) -> Reply:
+    def _take_reply(self, messages: list[BaseMessage], tools: Any = None) -> Reply:
+        self.script.requests.append({
+            "component_id": self.component_id,
+            "messages": [{"role": m.type, "content": m.text, **({"tool_call_id": m.tool_call_id} if isinstance(m, ToolMessage) else {})}
+                         for m in messages],
+            "tools": [t["function"]["name"] for t in tools or []],
+        })
         reply = self.script.next_reply(self.component_id)
         if reply.error is not None:
             raise ScriptedProviderError(reply.error)
@@ -322,8 +331,8 @@ class ScriptedChatModel(BaseChatModel):
     def _response_metadata(self, reply: Reply) -> dict[str, Any]:
         return {"model_name": self.model_name, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
 
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
-        reply = self._take_reply()
+    def _result(self, messages: list[BaseMessage], tools: Any = None) -> ChatResult:
+        reply = self._take_reply(messages, tools)
         message = AIMessage(
             content=reply.content,
             additional_kwargs={"reasoning_content": reply.reasoning} if reply.reasoning else {},
@@ -333,9 +342,9 @@ class ScriptedChatModel(BaseChatModel):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _chunks(self, messages: list[BaseMessage]) -> list[ChatGenerationChunk]:
+    def _chunks(self, messages: list[BaseMessage], tools: Any = None) -> list[ChatGenerationChunk]:
         """All stream pieces of one reply; taken eagerly so an error surfaces before any output."""
-        reply = self._take_reply()
+        reply = self._take_reply(messages, tools)
         pieces: list[AIMessageChunk] = [
             AIMessageChunk(content="", additional_kwargs={"reasoning_content": piece})
             for piece in (self.script.split_stream(reply.reasoning) if reply.reasoning else [])
@@ -373,7 +382,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,  # tools / tool_choice from bind_tools: ignored on purpose
     ) -> ChatResult:
-        return self._result(messages)
+        return self._result(messages, kwargs.get("tools"))
 
     async def _agenerate(
         self,
@@ -382,7 +391,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._result(messages)
+        return self._result(messages, kwargs.get("tools"))
 
     def _stream(
         self,
@@ -391,7 +400,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages):
+        for chunk in self._chunks(messages, kwargs.get("tools")):
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -403,7 +412,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages):
+        for chunk in self._chunks(messages, kwargs.get("tools")):
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

@@ -52,7 +52,7 @@ def test_a_list_is_the_replies_in_call_order():
 def test_object_form_has_defaults():
     script = Script.load({"replies": ["hi"]})
     assert script.stream_chunks == 3
-    assert script.retrieval == [] and script.tool_results == {} and script.by_component == {}
+    assert script.retrieval is None and script.tool_results == {} and script.by_component == {}
     assert script.next_reply("Agent:A") == Reply(content="hi")
 
 

@@ -1,0 +1,212 @@
+"""Agent: native tool calling, sub-agents, citations, question rewrite and structured output (SPEC 3.4, 7)."""
+from __future__ import annotations
+
+import pytest
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from compiler import compile_dsl, diagnose
+from runtime.models import ModelFactory
+from runtime.scripted import Script
+from runtime.session import Runner, TurnRequest
+from tests.conftest import cpn
+
+CHUNKS = [{"content": "RAGFlow is an open-source RAG engine.", "docnm_kwd": "intro.md", "doc_id": "d1"},
+          {"content": "Agents are built from a DSL.", "docnm_kwd": "agents.md", "doc_id": "d2"}]
+RETRIEVAL_TOOL = {"component_name": "Retrieval", "name": "KB search", "params": {"dataset_ids": ["kb-1"]}}
+
+
+def agent_dsl(params: dict, *, message: bool = True, before: dict | None = None) -> dict:
+    """begin -> [before ->] Agent:A [-> Message:M showing its content]."""
+    agent = {"llm_id": "m@OpenAI", "sys_prompt": "You are helpful.",
+             "prompts": [{"role": "user", "content": "{sys.query}"}], "max_rounds": 3, **params}
+    comps = {"begin": cpn("Begin", downstream=[next(iter(before)) if before else "Agent:A"])}
+    for cid, entry in (before or {}).items():
+        comps[cid] = {**entry, "downstream": ["Agent:A"]}
+    comps["Agent:A"] = cpn("Agent", agent, downstream=["Message:M"] if message else [])
+    if message:
+        comps["Message:M"] = cpn("Message", {"content": ["{Agent:A@content}"]})
+    return {"components": comps}
+
+
+async def run(dsl: dict, script: dict, query: str = "What is RAGFlow?", history_turns: list[str] = ()):
+    """Run the turns of `history_turns` then `query` on one in-memory session: (events, script)."""
+    s = Script.load(script)
+    runner = Runner(compile_dsl(dsl), InMemorySaver(), ModelFactory(script=s), s)
+    for q in history_turns:
+        [e async for e in runner.run_turn("s", TurnRequest(query=q))]
+    events = [e async for e in runner.run_turn("s", TurnRequest(query=query))]
+    return events, s
+
+
+def finished(events: list[dict], cid: str) -> dict:
+    return next(e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == cid)
+
+
+def shown(events: list[dict]) -> str:
+    return "".join(e["data"]["content"] for e in events if e["event"] == "message")
+
+
+def call(name: str, **arguments) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+# --- the tool loop ---------------------------------------------------------------------------
+
+async def test_tools_are_offered_as_function_index_and_their_results_go_back_to_the_model():
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}, message=False),
+                          {"replies": [call("search_my_dateset_0", query="RAGFlow"), "It is a RAG engine."],
+                           "retrieval": CHUNKS})
+    assert s.requests[0]["tools"] == ["search_my_dateset_0"]
+    tool_message = s.requests[1]["messages"][-1]
+    assert tool_message["role"] == "tool" and "RAGFlow is an open-source RAG engine." in tool_message["content"]
+    assert "ID: " in tool_message["content"]          # chunk blocks headed by their citation id
+    assert finished(events, "Agent:A")["outputs"]["content"] == "It is a RAG engine."
+
+
+async def test_all_tool_calls_of_a_round_run_and_each_result_is_answered():
+    reply = {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "a"}},
+                            {"name": "search_my_dateset_0", "arguments": {"query": "b"}}]}
+    _, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}, message=False),
+                     {"replies": [reply, "done"], "tool_results": {"Retrieval": ["first", "second"]}})
+    tools = [m for m in s.requests[1]["messages"] if m["role"] == "tool"]
+    assert sorted(m["content"] for m in tools) == ["first", "second"]
+    assert len({m["tool_call_id"] for m in tools}) == 2
+
+
+async def test_after_max_rounds_of_tool_calls_the_model_is_told_and_answers():
+    looping = call("search_my_dateset_0", query="x")
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "max_rounds": 2, "cite": False}, message=False),
+                          {"replies": [looping, looping, looping, "gave up"], "tool_results": {"Retrieval": ["r"] * 3}})
+    assert len(s.requests) == 4                  # max_rounds + 1 rounds, then the final answer
+    assert s.requests[-1]["messages"][-1] == {"role": "human", "content": "Exceed max rounds: 2"}
+    assert finished(events, "Agent:A")["outputs"]["content"] == "gave up"
+
+
+async def test_an_unknown_tool_or_a_failing_tool_is_a_result_the_model_reads():
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}, message=False),
+                          {"replies": [{"tool_calls": [{"name": "nope_3", "arguments": {}},
+                                                       {"name": "search_my_dateset_0", "arguments": {"query": "x"}}]},
+                                       "sorry"]})
+    results = [m["content"] for m in s.requests[1]["messages"] if m["role"] == "tool"]
+    assert results[0] == "There is no tool named nope_3."
+    assert results[1].startswith("Retrieval error: ")    # no backend configured, no scripted chunks
+    assert finished(events, "Agent:A")["error"] is None
+
+
+async def test_streaming_into_a_message_shows_tool_use_as_thinking():
+    events, _ = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}),
+                          {"replies": [call("search_my_dateset_0", query="x"), "Answer."],
+                           "tool_results": {"Retrieval": ["r"]}})
+    kinds = [("think" if e["data"].get("start_to_think") else "end" if e["data"].get("end_to_think") else e["data"]["content"])
+             for e in events if e["event"] == "message"]
+    assert kinds[:3] == ["think", "Running the search_my_dateset_0 tool...", "end"]
+    assert "".join(kinds[3:]) == "Answer."
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Answer."
+    assert finished(events, "Message:M")["outputs"]["content"] == "Running the search_my_dateset_0 tool...Answer."
+
+
+async def test_reasoning_streams_between_think_markers_and_stays_out_of_the_content():
+    events, _ = await run(agent_dsl({"tools": [RETRIEVAL_TOOL]}),
+                          {"replies": [{"content": "Yes.", "reasoning": "Let me see."}]})
+    data = [e["data"] for e in events if e["event"] == "message"]
+    assert data[0].get("start_to_think") and any(d.get("end_to_think") for d in data)
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Yes."
+
+
+# --- sub-agents ---------------------------------------------------------------------------------
+
+async def test_a_sub_agent_is_a_tool_named_after_it_that_gets_the_composed_task():
+    sub = {"component_name": "Agent", "name": "Web Researcher",
+           "params": {"llm_id": "m@OpenAI", "sys_prompt": "You research.", "description": "Finds facts."}}
+    _, s = await run(agent_dsl({"tools": [sub], "cite": False}, message=False),
+                     {"replies": [call("Web_Researcher_0", user_prompt="find X", reasoning="needed", context="none"),
+                                  "X is 42.", "The answer is 42."]})
+    assert s.requests[0]["tools"] == ["Web_Researcher_0"]
+    sub_request = s.requests[1]
+    assert sub_request["component_id"] == "Agent:A-->Web_Researcher"
+    assert sub_request["messages"][0] == {"role": "system", "content": "You research."}
+    assert sub_request["messages"][-1]["content"] == "\nREASONING:\nneeded\n\nCONTEXT:\nnone\n\nQUERY:\nfind X\n"
+    assert s.requests[2]["messages"][-1]["content"] == "X is 42."
+
+
+def test_tool_params_are_checked_when_the_canvas_compiles():
+    bad = agent_dsl({"tools": [{"component_name": "Retrieval", "params": {"top_n": 0}}]})
+    _, diags = diagnose(bad)
+    assert any(d.component_id == "Agent:A" and d.field == "params.tools.0.params.top_n" for d in diags)
+    unknown = agent_dsl({"tools": [{"component_name": "Teleport"}]})
+    _, diags = diagnose(unknown)
+    assert any(d.component_id == "Agent:A" and d.field == "params.tools.0.component_name" for d in diags)
+
+
+# --- citations ------------------------------------------------------------------------------------
+
+RETRIEVAL_NODE = {"Retrieval:R": {"obj": {"component_name": "Retrieval",
+                                          "params": {"query": "sys.query", "dataset_ids": ["kb-1"]}}}}
+
+
+async def test_chunks_retrieved_earlier_put_citation_rules_in_the_prompt_and_the_answer_streams_directly():
+    events, s = await run(agent_dsl({}, before=RETRIEVAL_NODE),
+                          {"replies": ["RAGFlow is a RAG engine [ID:446]."], "retrieval": CHUNKS})
+    assert len(s.requests) == 1
+    assert "[ID:" in s.requests[0]["messages"][0]["content"]        # the rules are in the system prompt
+    assert shown(events) == "RAGFlow is a RAG engine [ID:446]."
+    end = next(e["data"] for e in events if e["event"] == "message_end")
+    assert set(end["reference"]["chunks"]) == {"446", "336"} and "intro.md" in end["reference"]["doc_aggs"]
+
+
+async def test_chunks_found_by_the_agents_own_tools_get_a_second_citation_pass():
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL]}),
+                          {"replies": [call("search_my_dateset_0", query="RAGFlow"), "RAGFlow is a RAG engine.",
+                                       "RAGFlow is a RAG engine [ID:446]."], "retrieval": CHUNKS})
+    assert len(s.requests) == 3
+    citation_request = s.requests[2]
+    assert citation_request["tools"] == []
+    assert "ID: 446" in citation_request["messages"][0]["content"]          # the sources
+    assert citation_request["messages"][-1]["content"] == "RAGFlow is a RAG engine."   # the silent answer
+    assert shown(events) == "Running the search_my_dateset_0 tool...RAGFlow is a RAG engine [ID:446]."
+    assert finished(events, "Agent:A")["outputs"]["content"] == "RAGFlow is a RAG engine [ID:446]."
+    end = next(e["data"] for e in events if e["event"] == "message_end")
+    assert "446" in end["reference"]["chunks"]
+
+
+async def test_without_cite_there_are_no_citation_rules_and_no_second_pass():
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}),
+                          {"replies": [call("search_my_dateset_0", query="x"), "Plain."], "retrieval": CHUNKS})
+    assert len(s.requests) == 2 and "[ID:" not in s.requests[1]["messages"][0]["content"]
+    assert shown(events).endswith("Plain.")
+
+
+# --- multi-turn rewrite and structured output --------------------------------------------------
+
+async def test_a_long_conversation_is_rewritten_into_one_question_before_streaming():
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}),
+                          {"replies": ["Hi.", "What is the capital of France?", "Paris."]},
+                          query="and of France?", history_turns=["What is the capital of Italy?"])
+    rewrite = s.requests[1]
+    assert rewrite["tools"] == [] and "and of France?" in rewrite["messages"][-1]["content"]
+    assert s.requests[2]["messages"][-1]["content"] == "What is the capital of France?"
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Paris."
+
+
+async def test_structured_output_is_parsed_and_asked_again_when_it_is_not_json():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    events, s = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False, "max_retries": 1,
+                                     "outputs": {"structured": schema}}, message=False),
+                          {"replies": ["not json at all", '{"city": "Paris"}']})
+    assert finished(events, "Agent:A")["outputs"]["structured"] == {"city": "Paris"}
+    assert "Output ONLY valid JSON" in s.requests[1]["messages"][-1]["content"]
+
+
+async def test_structured_output_that_never_parses_is_the_agents_error():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    events, _ = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False,
+                                     "outputs": {"structured": schema}}, message=False),
+                          {"replies": ["nope", "still nope"]})
+    assert "not valid JSON" in finished(events, "Agent:A")["error"]
+
+
+@pytest.mark.parametrize("params", [{"max_rounds": -1}, {"llm_id": ""}])
+def test_agent_params_are_checked(params):
+    _, diags = diagnose(agent_dsl(params))
+    assert any(d.component_id == "Agent:A" and d.severity == "error" for d in diags)
