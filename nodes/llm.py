@@ -18,7 +18,7 @@ from nodes.base import Node, Params, Result, stream_writer, template
 from nodes.registry import register
 from nodes.errors import classify
 from runtime.models import ModelConfigError
-from nodes.prompts import citation_rules
+from nodes.prompts import citation_rules, structured_output
 from runtime.state import HISTORY, REFERENCE
 from runtime.turn import history_messages
 from runtime.values import PENDING, as_json_text, ref_values, render
@@ -234,9 +234,7 @@ class LLM(Node):
 
 
 def structured_prompt(schema: Mapping[str, Any]) -> str:
-    import json
-    return ("Reply with a single JSON object that validates against this JSON schema, and nothing else:\n"
-            + json.dumps(schema, ensure_ascii=False))
+    return structured_output(schema)
 
 
 def parse_json_answer(text: str) -> Any:
