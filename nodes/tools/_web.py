@@ -1,0 +1,159 @@
+"""What the web tools share: one HTTP request with clear errors, API keys, and results as citable chunks.
+
+Errors name the service and what went wrong, never a credential: keys travel in headers or query
+strings, so messages carry the origin and path only, and any key that a server echoes back is masked.
+Failures worth retrying (timeouts, lost connections, rate limits, 5xx) are `ServiceUnavailable`,
+which is also a `ConnectionError`, so a tool running as a node is retried by its RetryPolicy
+(`max_retries`), as an Agent tool by `Tool.call`.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
+
+import httpx
+
+from nodes.tool import ToolError, web_chunk
+
+USER_AGENT = "canvas2graph/0.1 (+https://github.com/infiniflow/ragflow canvas runner)"
+TIMEOUT_ENV = "CANVAS2GRAPH_TOOL_TIMEOUT"
+MAX_CHUNK_CHARS = 10000          # RAGFlow keeps the first 10,000 characters of each result
+_INLINE_IMAGE = re.compile(r"!?\[[a-z]+\]\(data:image/png;base64,[ 0-9A-Za-z/_=+-]+\)")
+
+
+class ServiceUnavailable(ToolError, ConnectionError):
+    """The service timed out, could not be reached, was rate limited or failed (5xx): retrying may help."""
+
+
+def timeout_for(default: float) -> float:
+    """Seconds one request may take: `CANVAS2GRAPH_TOOL_TIMEOUT` when set, else the tool's default."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ToolError(f"{TIMEOUT_ENV} must be a number of seconds, not {raw!r}") from None
+    if value <= 0:
+        raise ToolError(f"{TIMEOUT_ENV} must be positive, not {raw!r}")
+    return value
+
+
+def api_key(value: Any, env_var: str, service: str, field: str = "api_key") -> str:
+    """The key from the DSL, else from the environment; a missing key is a clear error."""
+    key = (str(value).strip() if value else "") or os.environ.get(env_var, "").strip()
+    if not key:
+        raise ToolError(f"{service} needs an API key: set params.{field} in the DSL or the {env_var} environment variable")
+    return key
+
+
+def where(url: str) -> str:
+    """scheme://host[:port]/path of a URL: enough to say where, without query strings that may hold keys."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def masked(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+async def request(service: str, method: str, url: str, *, timeout: float, params: dict | None = None,
+                  json: Any = None, data: dict | None = None, headers: dict | None = None,
+                  secrets: Iterable[str] = (), proxy: str | None = None,
+                  follow_redirects: bool = True) -> httpx.Response:
+    """One request; any failure becomes a ToolError that says what happened in plain words."""
+    secrets = tuple(secrets)
+    try:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=follow_redirects, proxy=proxy,
+                                     headers={"User-Agent": USER_AGENT}) as client:
+            response = await client.request(method, url, params=params, json=json, data=data, headers=headers)
+    except httpx.TimeoutException:
+        raise ServiceUnavailable(f"{service} did not answer within {timeout:g} s ({where(url)})") from None
+    except httpx.TransportError as e:
+        reason = masked(str(e) or type(e).__name__, secrets)
+        raise ServiceUnavailable(f"cannot reach {service} at {where(url)}: {reason}") from None
+    except httpx.InvalidURL as e:
+        raise ToolError(f"{service}: invalid URL {where(url)!r}: {e}") from None
+    if response.status_code >= 400:
+        raise status_error(service, response, secrets)
+    return response
+
+
+def status_error(service: str, response: httpx.Response, secrets: Iterable[str] = ()) -> ToolError:
+    """An HTTP error status as a ToolError carrying the service's own explanation."""
+    status = response.status_code
+    detail = masked(error_detail(response), secrets)
+    message = f"{service} answered HTTP {status} {response.reason_phrase}".rstrip()
+    if status in (401, 403):
+        message += " (check the API key)"
+    if detail:
+        message += f": {detail}"
+    retryable = status == 429 or status >= 500
+    return ServiceUnavailable(message) if retryable else ToolError(message)
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The explanation in an error body: `{"error": ...}`, `{"detail": {"error": ...}}`, `{"message": ...}` or text."""
+    try:
+        body = response.json()
+    except ValueError:
+        text = re.sub(r"<[^>]+>", " ", response.text or "")
+        return " ".join(text.split())[:300]
+    for key in ("detail", "error", "message", "msg"):
+        value = body.get(key) if isinstance(body, dict) else None
+        if isinstance(value, dict):
+            value = value.get("error") or value.get("message") or value
+        if value:
+            return str(value)[:300]
+    return str(body)[:300]
+
+
+def json_body(service: str, response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        kind = response.headers.get("content-type", "unknown content")
+        raise ToolError(f"{service} answered with {kind} where JSON was expected ({where(str(response.url))})") from None
+
+
+def web_chunks(items: Iterable[Any], *, title: Callable[[Any], Any], url: Callable[[Any], Any],
+               content: Callable[[Any], Any], score: Callable[[Any], Any] | None = None) -> list[dict]:
+    """Results as citable chunks, as RAGFlow's `_retrieve_chunks` keeps them: results without content
+    are dropped, inline base64 images removed and each text cut at 10,000 characters."""
+    chunks = []
+    for item in items:
+        text = content(item)
+        if not text:
+            continue
+        text = _INLINE_IMAGE.sub("", str(text))[:MAX_CHUNK_CHARS]
+        if not text:
+            continue
+        extra = {}
+        if score is not None:
+            value = score(item)
+            if isinstance(value, (int, float)):
+                extra = {"similarity": value, "vector_similarity": value, "term_similarity": value}
+        chunks.append(web_chunk(title=str(title(item) or ""), url=str(url(item) or ""), content=text, **extra))
+    return chunks
+
+
+def text_arg(args: dict, name: str) -> str:
+    """A string argument, whatever type a model or a reference gave it ("" for None)."""
+    value = args.get(name)
+    return "" if value is None else str(value).strip()
+
+
+def list_arg(value: Any) -> list[str]:
+    """A list argument that may come as a list, a comma-separated string, or nothing."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [str(value)]
