@@ -87,14 +87,17 @@ async def request(service: str, method: str, url: str, *, timeout: float, params
 def status_error(service: str, response: httpx.Response, secrets: Iterable[str] = ()) -> ToolError:
     """An HTTP error status as a ToolError carrying the service's own explanation."""
     status = response.status_code
+    secrets = tuple(secrets)
     detail = masked(error_detail(response), secrets)
     message = f"{service} answered HTTP {status} {response.reason_phrase}".rstrip()
-    if status in (401, 403):
+    if status in (401, 403) and any(secrets):         # only services called with a key
         message += " (check the API key)"
     if detail:
         message += f": {detail}"
     retryable = status == 429 or status >= 500
-    return ServiceUnavailable(message) if retryable else ToolError(message)
+    error = ServiceUnavailable(message) if retryable else ToolError(message)
+    error.status = status
+    return error
 
 
 def error_detail(response: httpx.Response) -> str:
