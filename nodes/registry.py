@@ -29,7 +29,7 @@ REGISTRY: dict[str, ComponentSpec] = {}
 # Names RAGFlow knows (SPEC 2.2, 3.16, 3.17) that this version cannot run yet; a DSL using them
 # gets an "unsupported" diagnostic instead of "unknown component".
 KNOWN_ELSEWHERE = {
-    "Invoke", "CodeExec", "ExeSQL", "Email", "DuckDuckGo",
+    "Invoke", "CodeExec", "ExeSQL", "Email",
     "ArXiv", "PubMed", "GitHub", "Crawler", "YahooFinance",
     "DeepL", "QWeather", "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
     "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
