@@ -243,6 +243,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("file")
     x.add_argument("--format", choices=["mermaid", "json"], default="mermaid")
     x.set_defaults(func=cmd_export)
+    from server.cli import add_server_commands     # serve, tokens (the server package adds its own commands)
+    add_server_commands(sub)
     return p
 
 

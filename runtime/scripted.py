@@ -10,11 +10,13 @@ run's single source of truth, consumed in call order whichever component calls.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +42,8 @@ DEFAULT_STREAM_CHUNKS = 3
 # RAGFlow's recorded traces report this score for scripted chunks that name none.
 DEFAULT_SIMILARITY = 0.9
 
-_SCRIPT_KEYS = {"replies", "by_component", "retrieval", "tool_results", "auto_reply", "stream_chunks"}
+_SCRIPT_KEYS = {"replies", "by_component", "retrieval", "tool_results", "auto_reply", "stream_chunks",
+                "chunk_interval_ms"}
 _REPLY_KEYS = {"content", "reasoning", "chunks", "tool_calls", "error"}
 
 
@@ -167,6 +170,7 @@ class Script:
     tool_results: dict[str, list[dict]] = field(default_factory=dict)
     auto_reply: str | None = None
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
+    chunk_interval: float = 0.0  # seconds before each streamed chunk: a model that takes time to write
     calls: int = 0
     # every request a scripted model received, in order: {component_id, messages, tools}; tests
     # and users read it to see exactly what a canvas sent (prompts, tool results, citation rules)
@@ -205,6 +209,9 @@ class Script:
         stream_chunks = source.get("stream_chunks", DEFAULT_STREAM_CHUNKS)
         if isinstance(stream_chunks, bool) or not isinstance(stream_chunks, int) or stream_chunks < 1:
             raise ScriptError(f"stream_chunks must be a positive integer, got {stream_chunks!r}")
+        interval = source.get("chunk_interval_ms", 0)
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval <= 60_000:
+            raise ScriptError(f"chunk_interval_ms must be a number of milliseconds from 0 to 60000, got {interval!r}")
         retrieval = source.get("retrieval")
         if retrieval is not None and not isinstance(retrieval, list):
             raise ScriptError("retrieval must be a list of chunks")
@@ -223,6 +230,7 @@ class Script:
             tool_results=tool_results,
             auto_reply=_optional_str(source.get("auto_reply"), "auto_reply"),
             stream_chunks=stream_chunks,
+            chunk_interval=interval / 1000,
         )
 
     def next_reply(self, component_id: str | None) -> Reply:
@@ -391,7 +399,11 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._result(messages, kwargs.get("tools"))
+        result = self._result(messages, kwargs.get("tools"))
+        if self.script.chunk_interval:  # as long as streaming the same reply would take
+            pieces = self.script.split_stream(result.generations[0].message.text)
+            await asyncio.sleep(self.script.chunk_interval * max(len(pieces), 1))
+        return result
 
     def _stream(
         self,
@@ -401,6 +413,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages, kwargs.get("tools")):
+            if self.script.chunk_interval:
+                time.sleep(self.script.chunk_interval)
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -413,6 +427,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages, kwargs.get("tools")):
+            if self.script.chunk_interval:
+                await asyncio.sleep(self.script.chunk_interval)
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

@@ -149,6 +149,7 @@ class Runner:
         graph_input, resumed = await self._start(session_id, request, config)
         self.outcome.resumed = resumed
         adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.inputs or {})
+        self.outcome.extra["usage"] = adapter.usage     # live model usage, also for turns that pause or stop
         for node in self.compiled.plan.nodes.values():
             if node.id in self._held:     # their node_finished waited for a stream the dead process never ended
                 outputs, inputs = self._held[node.id]

@@ -1,0 +1,218 @@
+"""Turns of stored sessions, run on behalf of a server: one turn per session at a time, cancellable,
+and independent of the client that asked for it.
+
+A turn runs in its own task and hands its events to the caller through a queue. So a client that
+goes away does not tear the graph down mid-step: the turn is cancelled at the next node boundary
+(`Runner.cancel()`), ends as RAGFlow ends a cancelled run, and the session stays consistent. A
+server that stops (or dies) mid-turn leaves the last checkpoint; the next request on that session
+continues from it (`Runner` resumes interrupted turns).
+
+Several server processes may share one PostgreSQL database: a turn holds the session's lease
+(`Store.acquire_lease`) while it runs, and a cancel request that reaches another process is passed
+on through the database (polled every `POLL_SECONDS`).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable
+
+from compiler import compile_dsl
+from runtime.session import Runner, TurnRejected, TurnRequest
+from runtime.store import LEASE_SECONDS, Session, Store, process_owner
+
+log = logging.getLogger("canvas2graph.conversations")
+
+POLL_SECONDS = 0.25           # how soon a cancel sent to another process takes effect
+RENEW_SECONDS = LEASE_SECONDS / 4
+
+ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
+
+
+class SessionBusy(Exception):
+    """Another turn is running on this session (here or in another server process)."""
+
+
+class _End:
+    pass
+
+
+_END = _End()
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+@dataclass
+class Turn:
+    """A running (or finished) turn: iterate `events()` once; `cancel()` stops it at the next node boundary."""
+    session: Session
+    request: TurnRequest
+    runner: Runner
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    task: asyncio.Task | None = None
+    usage: dict = field(default_factory=dict)
+    content: str = ""                   # the answer as the message log keeps it (think tags restored)
+    reference: dict = field(default_factory=dict)
+    first: Any = None                   # the first queue item, taken by Conversations.start
+
+    @property
+    def outcome(self):
+        return self.runner.outcome
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    async def events(self) -> AsyncIterator[dict]:
+        """The turn's events; raises what ended it abnormally (a store failure, a crash)."""
+        item = self.first
+        self.first = None
+        while True:
+            if item is None:
+                item = await self.queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+            item = None
+
+
+class Conversations:
+    """Runs turns of stored sessions for one server process."""
+
+    def __init__(self, store: Store, models: ModelSource, services: dict[str, Any] | None = None):
+        self.store = store
+        self.models = models
+        self.services = dict(services or {})
+        self.owner = process_owner()
+        self.turns: dict[str, Turn] = {}
+        self._watcher: asyncio.Task | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    async def __aenter__(self) -> "Conversations":
+        self._watcher = asyncio.create_task(self._watch(), name="conversations-watch")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        """Stop at once: running turns keep their last checkpoint and resume on the next request."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        tasks = [t.task for t in self.turns.values() if t.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        """Renew the leases of running turns and pass on cancel requests made through other processes."""
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            if not self.turns:
+                continue
+            try:
+                for sid in await self.store.cancel_requests(self.owner):
+                    turn = self.turns.get(sid)
+                    if turn is not None:
+                        turn.cancel()
+                if time.monotonic() - renewed >= RENEW_SECONDS:
+                    await self.store.renew_leases(self.owner, list(self.turns))
+                    renewed = time.monotonic()
+            except Exception:           # a database hiccup must not end the watch
+                log.exception("lease renewal or cancel polling failed")
+
+    # --- turns ----------------------------------------------------------------------------------
+    async def start(self, session: Session, request: TurnRequest) -> Turn:
+        """Start a turn and wait for its first event.
+
+        Raises before anything is streamed when the turn cannot run: `SessionBusy`, `CompileError`
+        (the session's DSL has errors), a model configuration error, or `TurnRejected` (a paused
+        session without the inputs it waits for).
+        """
+        compiled = compile_dsl(session.dsl_text or session.dsl)
+        models, script = self.models()
+        runner = Runner(compiled, self.store.checkpointer, models, script, services=self.services)
+        runner.preflight()
+        if session.id in self.turns or not await self.store.acquire_lease(session.id, self.owner):
+            raise SessionBusy(f"session {session.id} is running a turn; wait for it to end or cancel it")
+        turn = Turn(session=session, request=request, runner=runner)
+        self.turns[session.id] = turn
+        turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
+        turn.first = await turn.queue.get()
+        if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
+            raise turn.first.error
+        return turn
+
+    async def cancel(self, tenant: str, session_id: str) -> bool:
+        """Cancel the session's running turn, wherever it runs; False when none is running."""
+        flagged = await self.store.request_cancel(tenant, session_id)
+        turn = self.turns.get(session_id)
+        if turn is not None and turn.session.tenant == tenant:
+            turn.cancel()
+            return True
+        return flagged
+
+    async def _drive(self, turn: Turn) -> None:
+        sid = turn.session.id
+        started = stopping = False
+        message_id = ""
+        try:
+            async for event in turn.runner.run_turn(sid, turn.request):
+                if not started:
+                    started = True
+                    message_id = event.get("message_id", "")
+                    turn.usage = turn.runner.outcome.extra.get("usage", turn.usage)
+                    if turn.runner.outcome.resumed != "interruption":   # an interrupted turn logged its question
+                        await self.store.append_messages(sid, [self._user_message(turn, message_id)])
+                self._collect(turn, event)
+                turn.queue.put_nowait(event)
+        except asyncio.CancelledError:
+            stopping = True         # the server is stopping: the checkpoint keeps the turn for later
+            raise
+        except BaseException as e:  # noqa: BLE001 - every failure reaches the client, never the log only
+            if not isinstance(e, TurnRejected):
+                log.exception("turn on session %s failed", sid)
+            turn.queue.put_nowait(_Failure(e))
+        finally:
+            try:
+                if started and not stopping:    # a stopped turn logs its answer when it resumes
+                    answer = {"role": "assistant", "content": turn.content, "created_at": time.time(), "id": message_id}
+                    if not await asyncio.shield(self.store.append_messages(sid, [answer], turn.reference)):
+                        # deleted while it ran: drop what the turn checkpointed after the deletion
+                        await asyncio.shield(self.store.checkpointer.adelete_thread(sid))
+            except BaseException:   # noqa: BLE001
+                log.exception("could not record the answer of session %s", sid)
+            finally:
+                self.turns.pop(sid, None)
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(self.store.release_lease(sid, self.owner))
+                turn.queue.put_nowait(_END)
+
+    @staticmethod
+    def _user_message(turn: Turn, message_id: str) -> dict:
+        message = {"role": "user", "content": turn.request.query, "id": message_id}
+        if turn.request.files:
+            message["files"] = turn.request.files
+        return message
+
+    @staticmethod
+    def _collect(turn: Turn, event: dict) -> None:
+        """The answer as RAGFlow logs it: message text with the think markers put back."""
+        kind, data = event.get("event"), event.get("data") or {}
+        if kind == "message":
+            turn.content += data.get("content") or ""
+            if data.get("start_to_think"):
+                turn.content += "<think>"
+            elif data.get("end_to_think"):
+                turn.content += "</think>"
+        elif kind == "message_end" and isinstance(data.get("reference"), dict):
+            turn.reference.update(data["reference"])
+        elif kind == "workflow_finished" and isinstance(data.get("usage"), dict):
+            turn.usage = dict(data["usage"])

@@ -1,0 +1,52 @@
+"""The FastAPI application: RAGFlow's agent API and the compile-and-run API over one database."""
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from runtime.conversations import Conversations
+from runtime.store import open_store
+from server.config import ModelSource, ServerConfig
+from server.errors import install_error_handlers
+from server.middleware import BodyLimit
+from server.routes import agents, completions, graphs
+
+DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
+(`/api/v1/graphs/...`) for canvas2graph. Authenticate with `Authorization: Bearer <token>`
+(`canvas2graph tokens create --tenant NAME`). Replies use RAGFlow's envelope:
+`{"code": 0, "data": ...}` or `{"code": <non-zero>, "message": ...}`."""
+
+
+def code_services(config: ServerConfig) -> dict[str, Any]:
+    """The code-execution policy nodes read from `ctx.extras["code"]`: local execution only when allowed."""
+    return {"code": {"allow_local": config.allow_local_code}}
+
+
+def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, Any] | None = None) -> FastAPI:
+    """The app for `config`. `models` replaces the model source (a callable returning
+    `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
+    model_source = models or ModelSource(config)
+    run_services = {**code_services(config), **(services or {})}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async with open_store(config.db) as store:
+            async with Conversations(store, model_source, run_services) as conversations:
+                app.state.store = store
+                app.state.conversations = conversations
+                yield
+
+    app = FastAPI(title="canvas2graph", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(agents.router)
+    app.include_router(completions.router)
+    app.include_router(graphs.router)
+
+    @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")
+    async def health():
+        return {"code": 0, "data": {"status": "ok"}}
+
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    return app

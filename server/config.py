@@ -1,0 +1,59 @@
+"""What a server process is configured with: its database, its models and its limits."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LLM_SCRIPT_ENV = "CANVAS2GRAPH_LLM_SCRIPT"
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass
+class ServerConfig:
+    db: str                                   # SQLite path or postgresql:// URL (agents, sessions, tokens, checkpoints)
+    llm_script: str | None = None             # testing aid: every model of every turn answers from this script
+    models_config: str | None = None          # the models TOML (default $CANVAS2GRAPH_MODELS)
+    allow_local_code: bool = False            # CodeExec may run code on this machine only when set
+    max_body_bytes: int = DEFAULT_MAX_BODY
+
+    @classmethod
+    def from_env(cls, db: str, **overrides: Any) -> "ServerConfig":
+        overrides.setdefault("llm_script", os.environ.get(LLM_SCRIPT_ENV) or None)
+        return cls(db=db, **overrides)
+
+
+class ModelSource:
+    """Models for each turn: the configured providers, or a fresh copy of the script (testing aid).
+
+    A script's queues are consumed as models are called, so every turn gets its own copy: turns of
+    different sessions never take each other's replies.
+    """
+
+    def __init__(self, config: ServerConfig):
+        from runtime.models import ModelFactory
+        from runtime.scripted import Script, ScriptError
+
+        self._script_data = None
+        if config.llm_script:
+            try:
+                self._script_data = json.loads(Path(config.llm_script).read_text(encoding="utf-8"))
+            except OSError as e:
+                raise ScriptError(f"cannot read script file {config.llm_script}: {e.strerror or e}") from None
+            except ValueError as e:
+                raise ScriptError(f"script file {config.llm_script} is not valid JSON: {e}") from None
+            Script.load(copy.deepcopy(self._script_data))      # a malformed script fails at startup
+        self._config_path = config.models_config
+        self._shared = None if self._script_data is not None else ModelFactory(config_path=config.models_config)
+
+    def __call__(self):
+        from runtime.models import ModelFactory
+        from runtime.scripted import Script
+
+        if self._shared is not None:
+            return self._shared, None
+        script = Script.load(copy.deepcopy(self._script_data))
+        return ModelFactory(script=script, config_path=self._config_path), script

@@ -1,0 +1,119 @@
+"""RAGFlow's result envelope and return codes, and the exception handlers that produce them.
+
+Success is `{"code": 0, "data": ...}`; failure `{"code": <RetCode>, "message": ...}` (plus `data` where
+it helps, e.g. a DSL's diagnostics). RAGFlow answers both with HTTP 200, and its clients read the
+code, so the RAGFlow routes do the same. The compile-and-run routes (`/api/v1/graphs/...`) and the
+OpenAI-compatible mode also set a matching HTTP status, because their clients (the `openai` package,
+plain HTTP tools) look at the status first.
+"""
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("canvas2graph.server")
+
+
+class RetCode(IntEnum):
+    """RAGFlow's return codes (common/constants.py)."""
+    SUCCESS = 0
+    EXCEPTION_ERROR = 100
+    ARGUMENT_ERROR = 101
+    DATA_ERROR = 102
+    OPERATING_ERROR = 103
+    RUNNING = 106
+    PERMISSION_ERROR = 108
+    AUTHENTICATION_ERROR = 109
+    UNAUTHORIZED = 401
+    NOT_FOUND = 404
+    SERVER_ERROR = 500
+
+
+class ApiError(Exception):
+    """An error reply: RAGFlow's code and message, and the HTTP status for clients that want one."""
+
+    def __init__(self, code: int, message: str, *, status: int = 400, data: Any = None):
+        super().__init__(message)
+        self.code, self.message, self.status, self.data = int(code), message, status, data
+
+    def body(self) -> dict:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            body["data"] = self.data
+        return body
+
+
+def argument_error(message: str) -> ApiError:
+    return ApiError(RetCode.ARGUMENT_ERROR, message, status=400)
+
+
+def data_error(message: str, data: Any = None) -> ApiError:
+    return ApiError(RetCode.DATA_ERROR, message, status=400, data=data)
+
+
+def not_found(what: str) -> ApiError:
+    # RAGFlow answers another tenant's ids with DATA_ERROR; so do we, worded as "not found" so that
+    # nobody can tell another tenant's id from one that does not exist
+    return ApiError(RetCode.DATA_ERROR, f"{what} not found", status=404)
+
+
+def ok(data: Any = True, **extra: Any) -> dict:
+    return {"code": 0, "data": data, **extra}
+
+
+def wants_http_status(request: Request) -> bool:
+    path = request.url.path
+    return (path.startswith(("/api/v1/graphs", "/api/v1/agents_openai"))
+            or getattr(request.state, "openai", False))
+
+
+def error_response(request: Request, error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status if wants_http_status(request) else 200)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            where = err.get("ctx", {}).get("error", "") or err.get("msg", "")
+            return f"the request body is not valid JSON: {where}"
+        location = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        if err.get("type") == "missing":
+            problems.append(f"`{location}` is required")
+        else:
+            problems.append(f"`{location}`: {err.get('msg', 'invalid value')}" if location else err.get("msg", ""))
+    return "; ".join(problems) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return error_response(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        return error_response(request, argument_error(_validation_message(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 404:
+            error = ApiError(RetCode.NOT_FOUND, f"no route {request.method} {request.url.path}", status=404)
+        elif exc.status_code == 405:
+            error = ApiError(RetCode.ARGUMENT_ERROR, f"method {request.method} is not allowed on {request.url.path}",
+                             status=405)
+        else:
+            error = ApiError(exc.status_code, str(exc.detail), status=exc.status_code)
+        # unknown routes and methods are HTTP-level errors: keep their status for every client
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        error = ApiError(RetCode.SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}", status=500)
+        return error_response(request, error)

@@ -1,0 +1,63 @@
+"""Request body limit: a body over the limit is refused before any handler parses it."""
+from __future__ import annotations
+
+import json
+
+from server.errors import RetCode
+
+
+class BodyLimit:
+    """Pure ASGI middleware: reads the body up to `max_bytes`, then replays it to the app.
+
+    A declared Content-Length over the limit is refused at once; a chunked body is refused as soon as
+    it passes the limit, so no handler ever holds more than `max_bytes` of one request.
+    """
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None:
+            try:
+                too_big = int(declared) > self.max_bytes
+            except ValueError:
+                return await self._refuse(send, 400, "the Content-Length header is not a number")
+            if too_big:
+                return await self._refuse(send, 413, self._message())
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.max_bytes:
+                return await self._refuse(send, 413, self._message())
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()      # later calls wait for the client's disconnect, as usual
+
+        await self.app(scope, replay, send)
+
+    def _message(self) -> str:
+        return f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+
+    @staticmethod
+    async def _refuse(send, status: int, message: str) -> None:
+        body = json.dumps({"code": int(RetCode.ARGUMENT_ERROR), "message": message}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})

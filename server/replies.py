@@ -1,0 +1,223 @@
+"""A turn's RAGFlow events as the HTTP replies RAGFlow sends (SPEC 8.1).
+
+Styles:
+- `events`: a run outside an agent session (no session yet, a "workflow" session, or a graph run):
+  the stream carries every event; the JSON reply is the last event, with the answer added.
+- `agent`: a session created by `POST /agents/{id}/sessions`: the stream carries `message`,
+  `message_end`, `user_inputs`, `node_finished` and a `workflow_finished` reduced to its usage; the
+  JSON reply is the last `message_end` (or the pause) with the answer added.
+- `legacy`: `POST /agents/{id}/completions`, which ragflow-sdk 0.22 reads: only `message` and
+  `message_end` (it reads `data.content` of every event until `message_end`), so a pause is told as a
+  message with the tips and a `message_end` that carries the form under `user_inputs`.
+- OpenAI chat-completion chunks and replies (`openai_*`).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from typing import Any, AsyncIterator
+
+from runtime.conversations import Turn
+
+DONE = b"data:[DONE]\n\n"
+OPENAI_DONE = b"data: [DONE]\n\n"
+
+
+def frame(payload: Any) -> bytes:
+    return b"data:" + json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n\n"
+
+
+def openai_frame(payload: Any) -> bytes:
+    return b"data: " + json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n\n"
+
+
+def error_frame(error: BaseException) -> bytes:
+    return frame({"code": 500, "message": f"{type(error).__name__}: {error}", "data": False})
+
+
+class Answer:
+    """What a turn's events add up to: the answer text, references, structured outputs and the trace."""
+
+    def __init__(self, return_trace: bool = False):
+        self.content = ""
+        self.reference: dict = {}
+        self.structured: dict = {}
+        self.trace: list[dict] = []
+        self.return_trace = return_trace
+        self.last: dict | None = None
+        self.last_message_end: dict | None = None
+        self.first_pause: dict | None = None
+
+    def add(self, event: dict) -> None:
+        kind, data = event.get("event"), event.get("data") or {}
+        if kind == "message":
+            self.content += data.get("content") or ""
+            if data.get("start_to_think"):
+                self.content += "<think>"
+            elif data.get("end_to_think"):
+                self.content += "</think>"
+        if isinstance(data.get("reference"), dict):
+            self.reference.update(data["reference"])
+        if kind == "node_finished":
+            outputs = data.get("outputs") if isinstance(data.get("outputs"), dict) else {}
+            if outputs.get("structured"):
+                self.structured[data.get("component_id")] = outputs["structured"]
+            if self.return_trace:
+                self.trace.append({"component_id": data.get("component_id"), "trace": [copy.deepcopy(data)]})
+        elif kind == "message_end":
+            self.last_message_end = event
+        elif kind == "user_inputs" and self.first_pause is None:
+            self.first_pause = event
+        self.last = event
+
+    def decorate(self, event: dict | None, usage: dict | None = None) -> dict:
+        """`event` with the answer added to its data, as RAGFlow's JSON replies carry it."""
+        reply = copy.deepcopy(event) if event is not None else {"data": {}}
+        data = reply.setdefault("data", {})
+        if not isinstance(data, dict):
+            data = reply["data"] = {"value": data}
+        data["content"] = self.content
+        data["reference"] = self.reference
+        if usage is not None:
+            data["usage"] = usage
+        if self.structured:
+            data["structured"] = self.structured
+        if self.return_trace:
+            data["trace"] = self.trace
+        return reply
+
+
+def _with_session(event: dict, session_id: str) -> dict:
+    return {**event, "session_id": session_id}
+
+
+async def sse(turn: Turn, style: str, return_trace: bool = False) -> AsyncIterator[bytes]:
+    """The turn as RAGFlow's SSE stream. Leaving early (the client went away) cancels the turn."""
+    sid = turn.session.id
+    trace: list[dict] = []
+    finished = False
+    try:
+        try:
+            async for event in turn.events():
+                kind = event.get("event")
+                if kind == "node_finished" and return_trace:
+                    trace.append({"component_id": event["data"].get("component_id"),
+                                  "trace": [copy.deepcopy(event["data"])]})
+                    event = {**event, "data": {**event["data"], "trace": list(trace)}}
+                for out in _shape(event, style, return_trace):
+                    yield frame(_with_session(out, sid))
+        except Exception as e:      # noqa: BLE001 - RAGFlow reports a failed run inside the stream
+            yield error_frame(e)
+        finished = True
+        yield DONE
+    finally:
+        if not finished:
+            turn.cancel()
+
+
+def _shape(event: dict, style: str, return_trace: bool) -> list[dict]:
+    kind = event.get("event")
+    if style == "events":
+        return [event]
+    if style == "agent":
+        if kind in ("message", "message_end", "user_inputs", "node_finished"):
+            return [event]
+        if kind == "workflow_finished":
+            return [{**event, "data": {"usage": (event.get("data") or {}).get("usage")}}]
+        return []
+    # legacy
+    if kind in ("message", "message_end") or (kind == "node_finished" and return_trace):
+        return [event]
+    if kind == "user_inputs":
+        data = event.get("data") or {}
+        base = {k: v for k, v in event.items() if k != "data"}
+        return [{**base, "event": "message", "data": {"content": data.get("tips") or ""}},
+                {**base, "event": "message_end", "data": {"user_inputs": data}}]
+    return []
+
+
+async def collect(turn: Turn, return_trace: bool = False) -> Answer:
+    answer = Answer(return_trace)
+    async for event in turn.events():
+        answer.add(event)
+    return answer
+
+
+def json_reply(answer: Answer, turn: Turn, style: str) -> dict:
+    """The `data` of a non-streamed completion."""
+    sid = turn.session.id
+    if style == "events":
+        final = answer.decorate(answer.last)
+    else:
+        final = answer.decorate(answer.last_message_end or answer.first_pause or answer.last, usage=dict(turn.usage))
+    final["session_id"] = sid
+    return final
+
+
+# --- OpenAI-compatible mode ---------------------------------------------------------------------
+def _usage(turn: Turn) -> dict:
+    usage = turn.usage or {}
+    prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chunk(turn: Turn, model: str, delta: dict, finish_reason: str | None = None, usage: dict | None = None) -> dict:
+    return {"id": turn.session.id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "system_fingerprint": "", "usage": usage,
+            "choices": [{"delta": delta, "finish_reason": finish_reason, "index": 0, "logprobs": None}]}
+
+
+def _delta(content: str, reference: Any = None) -> dict:
+    delta = {"content": content, "role": "assistant", "function_call": None, "tool_calls": None}
+    if reference:
+        delta["reference"] = reference
+    return delta
+
+
+async def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
+    """Chat-completion chunks for the answer's text, then (unlike RAGFlow) a last chunk with
+    `finish_reason: "stop"` and the usage, then `data: [DONE]`."""
+    finished = False
+    try:
+        try:
+            async for event in turn.events():
+                kind, data = event.get("event"), event.get("data") or {}
+                if kind == "message":
+                    yield openai_frame(_chunk(turn, model, _delta(data.get("content") or "")))
+                elif kind == "message_end":
+                    yield openai_frame(_chunk(turn, model, _delta("", data.get("reference"))))
+                elif kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
+                    yield openai_frame(_chunk(turn, model, _delta(data.get("tips") or "")))
+            yield openai_frame(_chunk(turn, model, {}, "stop", _usage(turn)))
+        except Exception as e:      # noqa: BLE001 - as RAGFlow: the error as the answer's text
+            yield openai_frame(_chunk(turn, model, _delta(f"**ERROR**: {e}"), "stop", _usage(turn)))
+        finished = True
+        yield OPENAI_DONE
+    finally:
+        if not finished:
+            turn.cancel()
+
+
+async def openai_json(turn: Turn, model: str) -> dict:
+    content, reference = "", {}
+    try:
+        async for event in turn.events():
+            kind, data = event.get("event"), event.get("data") or {}
+            if kind == "message":
+                content += data.get("content") or ""
+            elif kind == "user_inputs":
+                content += data.get("tips") or ""
+            if isinstance(data.get("reference"), dict):
+                reference.update(data["reference"])
+    except Exception as e:          # noqa: BLE001
+        content = f"**ERROR**: {e}"
+    usage = _usage(turn)
+    usage["completion_tokens_details"] = {"reasoning_tokens": 0, "accepted_prediction_tokens": usage["completion_tokens"],
+                                          "rejected_prediction_tokens": 0}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reference:
+        message["reference"] = reference
+    return {"id": turn.session.id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "param": None, "usage": usage,
+            "choices": [{"message": message, "logprobs": None, "finish_reason": "stop", "index": 0}]}

@@ -1,0 +1,1 @@
+"""Route modules: agents and sessions, completions, graphs."""

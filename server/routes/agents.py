@@ -1,0 +1,231 @@
+"""Agents and their sessions (RAGFlow's `/api/v1/agents` routes)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from compiler import diagnose
+from runtime.store import StoreError
+from server.auth import tenant
+from server.errors import argument_error, data_error, not_found, ok
+from server.views import agent_view, diagnostics_of, session_view
+
+router = APIRouter(prefix="/api/v1", tags=["agents"])
+
+
+class AgentCreate(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    title: str = Field(description="unique among the tenant's agents")
+    dsl: Any = Field(description="the canvas DSL: an object (or its JSON text), a template or an agent record")
+    description: str | None = None
+    avatar: str | None = None
+
+
+class AgentUpdate(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    title: str | None = None
+    dsl: Any = None
+    description: str | None = None
+    avatar: str | None = None
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str | None = None
+    user_id: str | None = None
+
+
+class SessionsDelete(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    ids: list[str] | None = None
+    delete_all: bool = False
+
+
+def store(request: Request):
+    return request.app.state.store
+
+
+def parse_dsl(value: Any) -> dict:
+    """A DSL given as an object or as its JSON text; anything else is the caller's mistake."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise argument_error(f"`dsl` is a string but not JSON: {e}")
+    if not isinstance(value, dict):
+        raise argument_error(f"`dsl` must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def flag(value: str | None, default: bool = True) -> bool:
+    """RAGFlow's boolean query parameters: anything but "false"/"False" counts as the default's opposite."""
+    if value is None:
+        return default
+    return value.lower() not in ("false", "0", "no")
+
+
+def int_param(value: str | None, name: str, default: int) -> int:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise argument_error(f"`{name}` must be an integer, got {value!r}")
+
+
+async def owned_agent(request: Request, tenant_id: str, agent_id: str):
+    agent = await store(request).get_agent(tenant_id, agent_id)
+    if agent is None:
+        raise not_found(f"agent {agent_id}")
+    return agent
+
+
+# --- agents ---------------------------------------------------------------------------------------
+@router.post("/agents", summary="Create an agent; the reply lists the DSL's diagnostics")
+async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Depends(tenant)):
+    if not body.title.strip():
+        raise argument_error("`title` must not be empty")
+    dsl = parse_dsl(body.dsl)
+    try:
+        agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar)
+    except StoreError as e:
+        raise data_error(str(e))
+    return ok(agent_view(agent, checked=diagnostics_of(dsl)))
+
+
+@router.get("/agents", summary="List agents: {canvas, total} (a plain list when filtered by id or title)")
+async def list_agents(request: Request, tenant_id: str = Depends(tenant)):
+    q = request.query_params
+    agents, total = await store(request).list_agents(
+        tenant_id, page=int_param(q.get("page"), "page", 1), page_size=int_param(q.get("page_size"), "page_size", 30),
+        orderby=q.get("orderby", "update_time"), desc=flag(q.get("desc")), agent_id=q.get("id"), title=q.get("title"))
+    views = [agent_view(a) for a in agents]
+    if q.get("id") or q.get("title"):
+        # ragflow-sdk <= 0.22 finds agents by id or title and expects the list itself (RAGFlow 0.22's
+        # reply); later SDKs never send these filters and read {"canvas": [...], "total": n}
+        if not views:
+            raise not_found(f"agent {q.get('id') or q.get('title')}")
+        return ok(views)
+    return ok({"canvas": views, "total": total})
+
+
+@router.get("/agents/{agent_id}", summary="An agent, with its DSL's diagnostics")
+async def get_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
+    agent = await owned_agent(request, tenant_id, agent_id)
+    return ok(agent_view(agent, checked=diagnostics_of(agent.dsl)))
+
+
+@router.put("/agents/{agent_id}", summary="Update an agent; the reply lists the DSL's diagnostics")
+async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenant_id: str = Depends(tenant)):
+    changes: dict[str, Any] = {k: v for k, v in (("title", body.title), ("description", body.description),
+                                                 ("avatar", body.avatar)) if v is not None}
+    if "title" in changes and not changes["title"].strip():
+        raise argument_error("`title` must not be empty")
+    if body.dsl is not None:
+        changes["dsl"] = parse_dsl(body.dsl)
+    try:
+        agent = await store(request).update_agent(tenant_id, agent_id, **changes)
+    except StoreError as e:
+        raise data_error(str(e))
+    if agent is None:
+        raise not_found(f"agent {agent_id}")
+    return ok(agent_view(agent, checked=diagnostics_of(agent.dsl)))
+
+
+@router.delete("/agents/{agent_id}", summary="Delete an agent with its sessions")
+async def delete_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
+    await owned_agent(request, tenant_id, agent_id)
+    for session_id, turn in list(request.app.state.conversations.turns.items()):
+        if turn.session.agent_id == agent_id and turn.session.tenant == tenant_id:
+            turn.cancel()
+    await store(request).delete_agent(tenant_id, agent_id)
+    return ok(True)
+
+
+# --- sessions -------------------------------------------------------------------------------------
+@router.post("/agents/{agent_id}/sessions", summary="Start a session; its first message is Begin's prologue")
+async def create_session(request: Request, agent_id: str, body: SessionCreate | None = Body(None),
+                         tenant_id: str = Depends(tenant)):
+    body = body or SessionCreate()
+    agent = await owned_agent(request, tenant_id, agent_id)
+    compiled, diags = diagnose(agent.dsl)
+    if compiled is None:
+        raise data_error(f"agent {agent_id} does not compile: fix its DSL first",
+                         data={"diagnostics": [d.to_dict() for d in diags]})
+    prologue = getattr(compiled.plan.nodes["begin"].params, "prologue", "") if "begin" in compiled.plan.nodes else ""
+    session = await store(request).create_session(
+        tenant_id, source="agent", dsl=agent.dsl, agent_id=agent_id, name=body.name or "New session",
+        user_id=body.user_id or request.query_params.get("user_id") or tenant_id,
+        messages=[{"role": "assistant", "content": prologue}])
+    view = session_view(session)
+    view["message"] = view["messages"]       # RAGFlow names it `message` in this one reply
+    return ok(view)
+
+
+@router.get("/agents/{agent_id}/sessions", summary="List an agent's sessions")
+async def list_sessions(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
+    await owned_agent(request, tenant_id, agent_id)
+    q = request.query_params
+    with_dsl = flag(q.get("dsl"))
+    sessions = await store(request).list_sessions(
+        tenant_id, agent_id, page=int_param(q.get("page"), "page", 1),
+        page_size=int_param(q.get("page_size"), "page_size", 30), orderby=q.get("orderby", "update_time"),
+        desc=flag(q.get("desc")), session_id=q.get("id"), user_id=q.get("user_id"), with_dsl=with_dsl)
+    return ok([session_view(s, with_dsl=with_dsl) for s in sessions])
+
+
+@router.get("/agents/{agent_id}/sessions/{session_id}", summary="One session with its message log")
+async def get_session(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant)):
+    await owned_agent(request, tenant_id, agent_id)
+    session = await store(request).get_session(tenant_id, session_id)
+    if session is None or session.agent_id != agent_id:
+        raise not_found(f"session {session_id} of agent {agent_id}")
+    return ok(session_view(session, with_dsl=flag(request.query_params.get("dsl"))))
+
+
+async def _delete_sessions(request: Request, tenant_id: str, agent_id: str, ids: list[str]) -> dict:
+    conversations = request.app.state.conversations
+    owned, errors = [], []
+    for sid in dict.fromkeys(ids):
+        session = await store(request).get_session(tenant_id, sid)
+        if session is None or session.agent_id != agent_id:
+            errors.append(f"The agent doesn't own the session {sid}")
+        else:
+            owned.append(sid)
+            if sid in conversations.turns:
+                conversations.turns[sid].cancel()
+    deleted = await store(request).delete_sessions(tenant_id, owned)
+    if errors and not deleted:
+        raise data_error("; ".join(errors))
+    if errors:
+        return ok({"success_count": len(deleted), "errors": errors},
+                  message=f"Partially deleted {len(deleted)} sessions with {len(errors)} errors")
+    return ok(True)
+
+
+@router.delete("/agents/{agent_id}/sessions", summary='Delete sessions: {"ids": [...]} or {"delete_all": true}')
+async def delete_sessions(request: Request, agent_id: str, body: SessionsDelete | None = Body(None),
+                          tenant_id: str = Depends(tenant)):
+    await owned_agent(request, tenant_id, agent_id)
+    body = body or SessionsDelete()
+    ids = body.ids
+    if not ids and body.delete_all:
+        ids, page = [], 1
+        while True:
+            batch = await store(request).list_sessions(tenant_id, agent_id, page=page, page_size=1000, with_dsl=False)
+            ids += [s.id for s in batch]
+            if len(batch) < 1000:
+                break
+            page += 1
+    if not ids:
+        return ok(True)
+    return await _delete_sessions(request, tenant_id, agent_id, ids)
+
+
+@router.delete("/agents/{agent_id}/sessions/{session_id}", summary="Delete one session")
+async def delete_session(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant)):
+    await owned_agent(request, tenant_id, agent_id)
+    return await _delete_sessions(request, tenant_id, agent_id, [session_id])

@@ -1,0 +1,90 @@
+"""Compile-and-run: the DSL comes with the request; no agent needs to be stored first."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from compiler import diagnose
+from compiler.export import to_json, to_mermaid
+from runtime.store import StoreError
+from server.auth import tenant
+from server.errors import argument_error, data_error, ok
+from server.routes.agents import parse_dsl, store
+from server.turns import _diagnostics_error, answer, require_compiles, start_turn, turn_request
+
+router = APIRouter(prefix="/api/v1/graphs", tags=["graphs"])
+SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class CompileBody(BaseModel):
+    dsl: Any = Field(description="the canvas DSL: an object (or its JSON text), a template or an agent record")
+
+
+class ExportBody(CompileBody):
+    format: Literal["mermaid", "json"] = "mermaid"
+
+
+class RunBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    dsl: Any = Field(None, description="the DSL to run; optional when continuing a session (it runs its own DSL)")
+    query: Any = None
+    inputs: dict | None = None
+    session_id: str | None = Field(None, description="continue this session, or start one with this id")
+    stream: bool = True
+    return_trace: bool = False
+    user_id: str | None = None
+    files: list | None = None
+
+
+@router.post("/compile", summary="Check a DSL: every diagnostic with component, field and reason")
+async def compile_graph(body: CompileBody, tenant_id: str = Depends(tenant)):
+    compiled, diags = diagnose(parse_dsl(body.dsl))
+    return ok({"ok": compiled is not None, "components": len(compiled.plan.nodes) if compiled else None,
+               "diagnostics": [d.to_dict() for d in diags]})
+
+
+@router.post("/export", summary="The compiled graph as Mermaid (every branch labelled) or JSON")
+async def export_graph(body: ExportBody, tenant_id: str = Depends(tenant)):
+    compiled, diags = diagnose(parse_dsl(body.dsl))
+    if compiled is None:
+        raise _diagnostics_error(diags, "the DSL")
+    if body.format == "mermaid":
+        return ok({"format": "mermaid", "mermaid": to_mermaid(compiled.plan)})
+    return ok({"format": "json", "graph": to_json(compiled.plan)})
+
+
+def _same(stored: Any, given: dict) -> bool:
+    return json.loads(json.dumps(stored)) == json.loads(json.dumps(given))
+
+
+@router.post("/run", summary="Run one turn of a DSL: SSE of RAGFlow events (or the JSON reply); resumable")
+async def run_graph(request: Request, body: RunBody, tenant_id: str = Depends(tenant)):
+    dsl = parse_dsl(body.dsl) if body.dsl is not None else None
+    session = None
+    if body.session_id:
+        if not SESSION_ID.match(body.session_id):
+            raise argument_error("`session_id` must be 1-128 letters, digits or . _ : -")
+        session = await store(request).get_session(tenant_id, body.session_id)
+        if session is not None and session.source != "graph":
+            raise data_error(f"session {body.session_id} belongs to agent {session.agent_id}: "
+                             "continue it through /api/v1/agents/chat/completions")
+        if session is not None and dsl is not None and not _same(session.dsl, dsl):
+            raise data_error(f"session {body.session_id} runs another DSL: a session keeps the DSL it started "
+                             "with; start a new session to run a changed DSL")
+        if session is None and await store(request).session_exists(body.session_id):
+            raise data_error(f"session id {body.session_id} is not available: choose another")
+    if session is None:
+        if dsl is None:
+            raise argument_error("`dsl` is required to start a session")
+        require_compiles(dsl, "the DSL")
+        try:
+            session = await store(request).create_session(tenant_id, source="graph", dsl=dsl,
+                                                          session_id=body.session_id, user_id=body.user_id or "")
+        except StoreError as e:
+            raise data_error(str(e))
+    turn = await start_turn(request, session, turn_request(body.query, body.inputs, body.user_id, body.files))
+    return await answer(turn, stream=body.stream, style="events", return_trace=body.return_trace)

@@ -1,0 +1,75 @@
+"""Starting a turn for a request and answering with its events: what every run route shares."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from compiler import CompileError, diagnose
+from runtime.conversations import SessionBusy, Turn
+from runtime.models import ModelConfigError
+from runtime.scripted import ScriptError
+from runtime.session import TurnRejected, TurnRequest
+from runtime.store import Session
+from server import replies
+from server.errors import ApiError, RetCode, data_error, ok
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+
+
+def _diagnostics_error(diagnostics: list, what: str) -> ApiError:
+    errors = [d for d in diagnostics if d.severity == "error"]
+    first = f": {errors[0]}" if errors else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return data_error(f"{what} does not compile{first}{more}", data={"diagnostics": [d.to_dict() for d in diagnostics]})
+
+
+def require_compiles(dsl: Any, what: str) -> None:
+    """Refuse to run a DSL with errors, listing them all (before any session is created for it)."""
+    compiled, diags = diagnose(dsl)
+    if compiled is None:
+        raise _diagnostics_error(diags, what)
+
+
+async def start_turn(request: Request, session: Session, turn_request: TurnRequest) -> Turn:
+    try:
+        return await request.app.state.conversations.start(session, turn_request)
+    except CompileError as e:
+        raise _diagnostics_error(e.diagnostics, "the session's DSL")
+    except SessionBusy as e:
+        raise ApiError(RetCode.RUNNING, str(e), status=409)
+    except TurnRejected as e:
+        raise data_error(str(e))
+    except (ModelConfigError, ScriptError) as e:
+        raise data_error(f"the models are not configured: {e}")
+
+
+async def answer(turn: Turn, *, stream: bool, style: str, return_trace: bool = False):
+    """RAGFlow's SSE stream, or its JSON reply once the turn has ended."""
+    if stream:
+        return StreamingResponse(replies.sse(turn, style, return_trace), media_type="text/event-stream; charset=utf-8",
+                                 headers=SSE_HEADERS)
+    try:
+        collected = await replies.collect(turn, return_trace)
+    except Exception as e:      # noqa: BLE001 - the turn crashed (not a component failure: those are events)
+        raise ApiError(RetCode.SERVER_ERROR, f"the turn failed: {type(e).__name__}: {e}", status=500)
+    return JSONResponse(ok(replies.json_reply(collected, turn, style)))
+
+
+async def answer_openai(turn: Turn, *, stream: bool, model: str):
+    if stream:
+        return StreamingResponse(replies.openai_sse(turn, model), media_type="text/event-stream; charset=utf-8",
+                                 headers=SSE_HEADERS)
+    return JSONResponse(await replies.openai_json(turn, model))
+
+
+def turn_request(query: Any, inputs: Any, user_id: Any, files: Any) -> TurnRequest:
+    from server.errors import argument_error
+    if query is not None and not isinstance(query, (str, dict)):
+        raise argument_error("`query` must be a string (or an object of Begin inputs)")
+    if inputs is not None and not isinstance(inputs, dict):
+        raise argument_error("`inputs` must be an object: {field: {type, value}} or {field: value}")
+    if files is not None and not isinstance(files, list):
+        raise argument_error("`files` must be a list")
+    return TurnRequest(query=query or "", inputs=inputs, user_id=str(user_id or ""), files=files)
