@@ -30,6 +30,9 @@ def check_plan(plan: Plan, out: Collector) -> None:
     _check_references(plan, out)
     _check_reachable(plan, out)
     _check_cycles(plan, out)
+    for cid, node in plan.nodes.items():      # a component's own warnings (options it cannot honour, say)
+        for code, message, field in getattr(node, "warnings", lambda: [])():
+            out.warning(code, message, cid, field)
 
 
 def _route_field(plan: Plan, edge) -> str:

@@ -2,17 +2,26 @@
 
 Chunks enter the turn's reference store keyed as RAGFlow keys them (sha1 of the chunk id, mod 500),
 so `[ID:n]` citations and `message_end.reference` line up. Under `--llm-script` the script's
-`retrieval` chunks are what every retrieval returns; otherwise a retrieval backend must be configured.
+`retrieval` chunks are what every retrieval returns; otherwise the run's retrieval backend
+(`runtime.retrieval`: RAGFlow's Elasticsearch indexes or the embedded store) answers, as RAGFlow's
+`Dealer.retrieval` would. Options that need an LLM (cross_languages, toc_enhance, use_kg and the
+automatic metadata filters) are reported as unsupported, at compile time and in the log.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Params
+from nodes.base import Params, Result, bare_or_braced_ref, settle_pending
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolOutput, found
+from runtime.state import REFERENCE
+from runtime.values import resolve
+
+log = logging.getLogger(__name__)
+KB_IDS_ARG = "__kb_ids"       # dataset ids resolved from canvas variables, passed from run() to execute()
 
 
 class RetrievalUnavailable(Exception):
@@ -29,9 +38,37 @@ class RetrievalParams(Params):
     kb_ids: list[str] = Field(default_factory=list)
     rerank_id: str | None = ""
     empty_response: str | None = ""
+    cross_languages: list[str] | None = Field(default_factory=list)
+    toc_enhance: bool | None = False
+    use_kg: bool | None = False
+    meta_data_filter: dict[str, Any] | None = Field(default_factory=dict)
 
     def datasets(self) -> list[str]:
         return list(self.dataset_ids or self.kb_ids or [])
+
+    def unsupported(self) -> list[tuple[str, str]]:
+        """(field, why) for each option set here that needs an LLM, which retrieval does not call."""
+        out = []
+        if self.cross_languages:
+            out.append(("cross_languages", "translating the query with an LLM is not supported; the query is searched as written"))
+        if self.toc_enhance:
+            out.append(("toc_enhance", "LLM table-of-contents selection is not supported; chunks are returned as ranked"))
+        if self.use_kg:
+            out.append(("use_kg", "knowledge-graph retrieval is not supported; no graph summary chunk is added"))
+        method = (self.meta_data_filter or {}).get("method")
+        if method in ("auto", "semi_auto"):
+            out.append(("meta_data_filter", f"the {method} metadata filter needs an LLM and is not supported; "
+                                            "no document filter is applied"))
+        return out
+
+
+def chunks_format(c: dict) -> dict:
+    """RAGFlow's chunks_format: a retrieved chunk as the reference store and citations carry it."""
+    return {"id": c["chunk_id"], "content": c.get("content_with_weight", ""), "document_id": c.get("doc_id", ""),
+            "document_name": c.get("docnm_kwd", ""), "dataset_id": c.get("kb_id", ""), "image_id": c.get("image_id", ""),
+            "positions": c.get("positions", []), "url": c.get("url"), "similarity": c.get("similarity"),
+            "vector_similarity": c.get("vector_similarity"), "term_similarity": c.get("term_similarity"),
+            "row_id": c.get("row_id"), "doc_type": c.get("doc_type_kwd", ""), "document_metadata": None}
 
 
 def scripted_chunks(raw: list[dict], dataset: str) -> list[dict]:
@@ -57,14 +94,32 @@ def raw_chunk(c: dict) -> dict:
             "mom_id": "", "row_id": c["row_id"]}
 
 
-async def search(params: RetrievalParams, query: str, ctx) -> list[dict]:
+async def search(params: RetrievalParams, query: str, ctx, kb_ids: list[str] | None = None,
+                 component_id: str = "Retrieval") -> tuple[list[dict], list[dict], list[dict] | None]:
+    """(chunks in chunks_format, the `json` output, doc_aggs or None) for one query."""
     if ctx is not None and ctx.script is not None and ctx.script.retrieval is not None:
-        chunks = scripted_chunks(ctx.script.retrieval, (params.datasets() or [""])[0])
-        return chunks[: params.top_n]
+        chunks = scripted_chunks(ctx.script.retrieval, (params.datasets() or [""])[0])[: params.top_n]
+        return chunks, [raw_chunk(c) for c in chunks], None
     backend = (ctx.extras.get("retrieval") if ctx is not None else None)
     if backend is None:
         raise RetrievalUnavailable("no retrieval backend is configured for this run")
-    return await backend.search(query=query, params=params)
+    from runtime.retrieval import RetrievalRequest
+    from runtime.retrieval.metadata import doc_filter
+    for field, why in params.unsupported():
+        log.warning("%s: %s: %s", component_id, field, why)
+    kb_ids = list(kb_ids if kb_ids is not None else params.datasets())
+    doc_ids: list[str] = []
+    mdf = params.meta_data_filter or {}
+    if mdf.get("method") == "manual" and mdf.get("manual"):
+        doc_ids = doc_filter(await backend.document_metadata(kb_ids), list(mdf["manual"]), mdf.get("logic", "and"))
+    request = RetrievalRequest(question=query, kb_ids=kb_ids, top_n=params.top_n, top_k=params.top_k,
+                               similarity_threshold=params.similarity_threshold,
+                               vector_similarity_weight=1 - params.keywords_similarity_weight,
+                               doc_ids=doc_ids, rerank_id=params.rerank_id or None)
+    result = await backend.retrieve(request)
+    for note in result.notes:
+        log.warning("%s: %s", component_id, note)
+    return [chunks_format(c) for c in result.chunks], list(result.chunks), result.doc_aggs
 
 
 @register("Retrieval", RetrievalParams, outputs=lambda p: {"formalized_content", "json"})
@@ -73,12 +128,43 @@ class Retrieval(Tool):
     tool_description = "Search the knowledge base for passages relevant to the query."
     args = {"query": ToolArg("string", "The question or keywords to search for.", required=True)}
 
+    def prepare_tool(self) -> None:
+        # dataset ids given as canvas variables (`{sys.kb}`, `Begin@kb`) are resolved when the node runs
+        self.dataset_sources = [(bare_or_braced_ref(d) if "@" in d or d.startswith(("sys.", "env.", "{")) else None, d)
+                                for d in self.params.datasets()]
+
+    def references(self):
+        return super().references() + [("params.dataset_ids", ref) for ref, _ in self.dataset_sources if ref is not None]
+
+    def warnings(self) -> list[tuple[str, str, str]]:
+        return [("unsupported-option", why, f"params.{field}") for field, why in self.params.unsupported()]
+
     def thoughts(self, state) -> str:
         return f"Keywords: {self.node_args(state).get('query', '')}"
+
+    def dataset_ids(self, state) -> list[str]:
+        out: list[str] = []
+        for ref, literal in self.dataset_sources:
+            value = resolve(state, ref) if ref is not None else literal
+            for v in value if isinstance(value, list) else [value]:
+                if v not in (None, "") and str(v) not in out:
+                    out.append(str(v))
+        return out
+
+    async def run(self, state, ctx) -> Result:
+        state, writes = await settle_pending(self, [r for _, r in self.references()], state, ctx)
+        args = self.node_args(state)
+        outputs, reference, _ = await self.call({**args, KB_IDS_ARG: self.dataset_ids(state)}, ctx, retry=False)
+        if reference["chunks"] or reference["doc_aggs"]:
+            writes[REFERENCE] = reference
+        return Result(outputs=outputs, inputs=args, writes=writes)
 
     async def execute(self, args: dict, ctx) -> ToolOutput:
         query = str(args.get("query") or "").strip()
         if not query:
             return ToolOutput({"formalized_content": ""})
-        chunks = await search(self.params, query, ctx)
-        return found(chunks, [raw_chunk(c) for c in chunks], empty=self.params.empty_response or "")
+        kb_ids = args.get(KB_IDS_ARG)
+        if kb_ids is None and any(ref is not None for ref, _ in self.dataset_sources):
+            kb_ids = [lit for ref, lit in self.dataset_sources if ref is None]     # as a tool: literal ids only
+        chunks, raw, doc_aggs = await search(self.params, query, ctx, kb_ids, self.id)
+        return found(chunks, raw, empty=self.params.empty_response or "", doc_aggs=doc_aggs)

@@ -42,6 +42,7 @@ class ToolOutput:
     outputs: dict[str, Any]                       # the component's outputs (formalized_content, json, ...)
     chunks: list[dict] = field(default_factory=list)   # citable results, in RAGFlow's chunks_format shape
     text: str | None = None                       # what the model reads; formalized_content when None
+    doc_aggs: list[dict] | None = None            # RAGFlow's doc_aggs when the service counts them itself
 
 
 class ToolError(Exception):
@@ -146,7 +147,7 @@ class Tool(Node):
                 if attempt + 1 >= attempts:
                     raise
                 await asyncio.sleep(self.params.delay_after_error)
-        reference = references_of(out.chunks) if out.chunks else {"chunks": {}, "doc_aggs": {}}
+        reference = references_of(out.chunks, out.doc_aggs) if out.chunks else {"chunks": {}, "doc_aggs": {}}
         text = out.text if out.text is not None else as_text(out.outputs.get("formalized_content", out.outputs))
         return out.outputs, reference, text
 
@@ -175,9 +176,16 @@ def web_chunk(*, title: str, url: str, content: str, **extra: Any) -> dict:
             "term_similarity": 1.0, "row_id": None, "doc_type": "", "document_metadata": None, **extra}
 
 
-def references_of(chunks: list[dict]) -> dict[str, Any]:
-    """The reference-store entries for these chunks: {chunks: {n: chunk}, doc_aggs: {name: agg}}."""
+def references_of(chunks: list[dict], doc_aggs: list[dict] | None = None) -> dict[str, Any]:
+    """The reference-store entries for these chunks: {chunks: {n: chunk}, doc_aggs: {name: agg}}.
+
+    `doc_aggs` given (a knowledge-base search counts every chunk that passed, not just the page) are
+    used as they are; otherwise the chunks are counted."""
     store: dict[str, Any] = {"chunks": {}, "doc_aggs": {}}
+    if doc_aggs is not None:
+        store["chunks"] = {chunk_key(c["id"]): c for c in chunks}
+        store["doc_aggs"] = {a["doc_name"]: dict(a) for a in doc_aggs}
+        return store
     for c in chunks:
         store["chunks"][chunk_key(c["id"])] = c
         agg = store["doc_aggs"].setdefault(c["document_name"], {"doc_name": c["document_name"], "doc_id": c["document_id"], "count": 0})
@@ -200,11 +208,12 @@ def formalize(chunks: list[dict]) -> str:
     return "\n" + "\n\n".join(blocks)
 
 
-def found(chunks: list[dict], raw: Any = None, *, empty: str = "") -> ToolOutput:
+def found(chunks: list[dict], raw: Any = None, *, empty: str = "", doc_aggs: list[dict] | None = None) -> ToolOutput:
     """The ToolOutput of a search: formalized_content for the model, json for the canvas, citable chunks."""
     if not chunks:
         return ToolOutput({"formalized_content": empty, "json": raw if raw is not None else []})
-    return ToolOutput({"formalized_content": formalize(chunks), "json": raw if raw is not None else chunks}, chunks)
+    return ToolOutput({"formalized_content": formalize(chunks), "json": raw if raw is not None else chunks}, chunks,
+                      doc_aggs=doc_aggs)
 
 
 def as_text(value: Any) -> str:

@@ -90,8 +90,11 @@ async def _run(compiled, models, script, session, args, inputs, printer) -> int:
     from runtime.checkpoint import open_checkpointer
     from runtime.session import Runner, TurnRequest
 
-    async with open_checkpointer(args.db) as saver:
-        runner = Runner(compiled, saver, models, script)
+    from runtime.retrieval.service import retrieval_service
+
+    async with open_checkpointer(args.db) as saver, \
+            retrieval_service(compiled, args.retrieval, args.db) as services:
+        runner = Runner(compiled, saver, models, script, services=services)
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
@@ -238,7 +241,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--llm-script", help="JSON script of model replies; replaces every model (offline runs)")
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty")
+    r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
+                                       "(default: retrieval.db beside the sessions database)")
     r.set_defaults(func=cmd_run)
+    from runtime.retrieval.service import add_index_parser
+    add_index_parser(sub, os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB))
     x = sub.add_parser("export", help="print the compiled graph")
     x.add_argument("file")
     x.add_argument("--format", choices=["mermaid", "json"], default="mermaid")
@@ -268,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:      # the last line of defence: one line, no traceback
         from runtime.models import ModelConfigError
         from runtime.scripted import ScriptError
-        if isinstance(e, (ModelConfigError, ScriptError)):
+        from runtime.retrieval.protocol import RetrievalError
+        if isinstance(e, (ModelConfigError, ScriptError, RetrievalError)):
             print(f"canvas2graph: {e}", file=sys.stderr)
             return 2
         print(f"canvas2graph: internal error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -1,0 +1,79 @@
+"""The retrieval service of a run, and the `canvas2graph index` command.
+
+`retrieval_service()` opens the configured backend for a run whose canvas retrieves (a Retrieval
+component, or an Agent with the Retrieval tool) and closes it afterwards; other canvases get none.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, AsyncIterator
+
+from runtime.retrieval.config import default_url
+
+
+def uses_retrieval(components: dict) -> bool:
+    """True when a component is a Retrieval or an Agent lists one among its tools (at any depth)."""
+    def walk(value: Any) -> bool:
+        if isinstance(value, dict):
+            if value.get("component_name") == "Retrieval":
+                return True
+            return any(walk(v) for v in value.values())
+        if isinstance(value, list):
+            return any(walk(v) for v in value)
+        return False
+    return any(e.component_name == "Retrieval" or walk(e.params.get("tools")) for e in components.values())
+
+
+@contextlib.asynccontextmanager
+async def retrieval_service(compiled, url: str | None, session_db: str | None) -> AsyncIterator[dict[str, Any]]:
+    """{"retrieval": backend} for canvases that retrieve, else {}; the backend is closed at the end."""
+    if not uses_retrieval(compiled.plan.dsl.components):
+        yield {}
+        return
+    from runtime.retrieval import open_backend
+    backend = open_backend(url, session_db=session_db)
+    backend.warm()
+    try:
+        yield {"retrieval": backend}
+    finally:
+        await backend.aclose()
+
+
+def cmd_index(args) -> int:
+    """canvas2graph index PATH... --kb NAME [--retrieval URL] [--embd-id ID]"""
+    import asyncio
+    from runtime.retrieval import RetrievalError, open_backend
+    from runtime.retrieval.embedded import EmbeddedBackend
+    from runtime.retrieval.indexing import IndexError_, index_files
+
+    backend = open_backend(args.retrieval or None, session_db=args.db)
+    try:
+        if not isinstance(backend, EmbeddedBackend):
+            print(f"canvas2graph: index writes to the embedded store only (sqlite:///path); {backend.describe()} "
+                  "is filled by RAGFlow itself", file=sys.stderr)
+            return 2
+        report = asyncio.run(index_files(backend, args.paths, args.kb, embd_id=args.embd_id,
+                                         progress=not args.quiet))
+    except (RetrievalError, IndexError_) as e:
+        print(f"canvas2graph: {e}", file=sys.stderr)
+        return 1
+    finally:
+        asyncio.run(backend.aclose())
+    print(f"{args.kb}: {report.indexed} file(s) indexed ({report.chunks} chunks), {report.unchanged} unchanged, "
+          f"in {backend.describe()}")
+    return 0
+
+
+def add_index_parser(sub, default_db: str) -> None:
+    x = sub.add_parser("index", help="chunk local files (Markdown, text, HTML, PDF) into the embedded retrieval store")
+    x.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    x.add_argument("--kb", required=True, help="dataset id the chunks belong to (what a DSL lists in dataset_ids)")
+    x.add_argument("--retrieval", help="retrieval store URL (default: retrieval.db beside the sessions database)")
+    x.add_argument("--db", default=default_db, help="sessions database; the default store lives in its folder")
+    x.add_argument("--embd-id", help="embedding model (model@Factory) to store vectors with; text only without")
+    x.add_argument("--quiet", action="store_true", help="no progress bar")
+    x.set_defaults(func=cmd_index)
+
+
+__all__ = ["retrieval_service", "cmd_index", "add_index_parser", "uses_retrieval", "default_url"]
