@@ -64,14 +64,27 @@ def masked(text: str, secrets: Iterable[str]) -> str:
 
 async def request(service: str, method: str, url: str, *, timeout: float, params: dict | None = None,
                   json: Any = None, data: dict | None = None, headers: dict | None = None,
-                  secrets: Iterable[str] = (), proxy: str | None = None,
-                  follow_redirects: bool = True) -> httpx.Response:
-    """One request; any failure becomes a ToolError that says what happened in plain words."""
+                  secrets: Iterable[str] = (), proxy: str | None = None, follow_redirects: bool = True,
+                  max_bytes: int | None = None) -> httpx.Response:
+    """One request; any failure becomes a ToolError that says what happened in plain words.
+
+    With `max_bytes`, a longer body is refused while it arrives rather than read whole.
+    """
     secrets = tuple(secrets)
     try:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=follow_redirects, proxy=proxy,
                                      headers={"User-Agent": USER_AGENT}) as client:
-            response = await client.request(method, url, params=params, json=json, data=data, headers=headers)
+            async with client.stream(method, url, params=params, json=json, data=data, headers=headers) as response:
+                body = bytearray()
+                async for piece in response.aiter_bytes():
+                    body += piece
+                    if max_bytes is not None and len(body) > max_bytes:
+                        raise ToolError(f"{service}: {where(url)} is larger than {max_bytes // 1_000_000} MB")
+                # the body is decoded already: its new Response must not claim a content encoding
+                kept = [(k, v) for k, v in response.headers.multi_items()
+                        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+                response = httpx.Response(response.status_code, headers=kept, content=bytes(body),
+                                          request=response.request)
     except httpx.TimeoutException:
         raise ServiceUnavailable(f"{service} did not answer within {timeout:g} s ({where(url)})") from None
     except httpx.TransportError as e:
@@ -79,6 +92,8 @@ async def request(service: str, method: str, url: str, *, timeout: float, params
         raise ServiceUnavailable(f"cannot reach {service} at {where(url)}: {reason}") from None
     except httpx.InvalidURL as e:
         raise ToolError(f"{service}: invalid URL {where(url)!r}: {e}") from None
+    except httpx.RequestError as e:            # too many redirects, an undecodable body, ...
+        raise ToolError(f"{service}: the request to {where(url)} failed: {masked(str(e), secrets)}") from None
     if response.status_code >= 400:
         raise status_error(service, response, secrets)
     return response
