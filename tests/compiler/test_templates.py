@@ -109,3 +109,17 @@ def test_templates_and_their_bare_dsls_give_the_same_diagnostics():
     for path in sorted((shared_dir() / "ragflow" / "templates").glob("*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         assert diagnose(doc)[1] == diagnose(doc["dsl"])[1], path.name
+
+
+def test_web_search_assistant_web_tools_compile_once_models_are_chosen_and_bing_is_removed():
+    # Tavily search and extract, Google (its key still empty: checked when it runs), DuckDuckGo, Wikipedia
+    doc = json.loads((shared_dir() / "ragflow" / "templates" / "web_search_assistant.json").read_text(encoding="utf-8"))
+    for entry in doc["dsl"]["components"].values():
+        params = entry["obj"]["params"]
+        if entry["obj"]["component_name"] == "Agent":
+            params["llm_id"] = "gpt-4o@OpenAI"
+            params["tools"] = [t for t in params.get("tools", []) if t["component_name"] != "Bing"]
+    compiled, diags = diagnose(doc)
+    assert compiled is not None, [str(d) for d in diags]
+    tools = {t.name for n in compiled.plan.nodes.values() for t in getattr(n, "tools", [])}
+    assert {"tavily_search_0", "tavily_extract_1", "google_search_2", "duckduckgo_search_3", "wikipedia_search_4"} <= tools
