@@ -86,8 +86,12 @@ class Turn:
 class Conversations:
     """Runs turns of stored sessions for one server process."""
 
-    def __init__(self, store: Store, models: ModelSource, services: dict[str, Any] | None = None):
+    def __init__(self, store: Store, models: ModelSource, services: dict[str, Any] | None = None,
+                 busy_wait: float = 30.0):
         self.store = store
+        # how long a request waits for the session's running turn to end before it is refused: clients
+        # send the next question as soon as they read `message_end`, a moment before the turn ends
+        self.busy_wait = busy_wait
         self.models = models
         self.services = dict(services or {})
         self.owner = process_owner()
@@ -140,8 +144,7 @@ class Conversations:
         models, script = self.models()
         runner = Runner(compiled, self.store.checkpointer, models, script, services=self.services)
         runner.preflight()
-        if session.id in self.turns or not await self.store.acquire_lease(session.id, self.owner):
-            raise SessionBusy(f"session {session.id} is running a turn; wait for it to end or cancel it")
+        await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)
         self.turns[session.id] = turn
         turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
@@ -149,6 +152,21 @@ class Conversations:
         if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
             raise turn.first.error
         return turn
+
+    async def _take(self, session_id: str) -> None:
+        """Hold the session's lease, waiting up to `busy_wait` seconds for a running turn to end."""
+        deadline = time.monotonic() + self.busy_wait
+        while True:
+            local = self.turns.get(session_id)
+            if local is None and await self.store.acquire_lease(session_id, self.owner):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionBusy(f"session {session_id} is running a turn; wait for it to end or cancel it")
+            if local is not None and local.task is not None:
+                await asyncio.wait({local.task}, timeout=left)
+            else:                           # held by another process (or just taken here): look again soon
+                await asyncio.sleep(min(0.05, left))
 
     async def cancel(self, tenant: str, session_id: str) -> bool:
         """Cancel the session's running turn, wherever it runs; False when none is running."""

@@ -33,7 +33,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with open_store(config.db) as store:
-            async with Conversations(store, model_source, run_services) as conversations:
+            async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
                 app.state.store = store
                 app.state.conversations = conversations
                 yield

@@ -1,7 +1,7 @@
 """`canvas2graph serve` and `canvas2graph tokens ...`, added to the command line by runtime/cli.py.
 
     canvas2graph serve [--host 127.0.0.1] [--port 9380] [--db PATH_OR_URL] [--llm-script FILE]
-                       [--models FILE] [--allow-local-code] [--max-body-mb N]
+                       [--models FILE] [--allow-local-code] [--max-body-mb N] [--busy-wait SECONDS]
     canvas2graph tokens create --tenant NAME [--db ...]
     canvas2graph tokens list [--tenant NAME] [--db ...]
     canvas2graph tokens revoke TOKEN_OR_ID [--tenant NAME] [--db ...]
@@ -33,6 +33,9 @@ def add_server_commands(sub) -> None:
     s.add_argument("--allow-local-code", action="store_true",
                    help="let CodeExec run code on this machine (refused unless set)")
     s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
+    s.add_argument("--busy-wait", type=float, default=30.0,
+                   help="seconds a request waits for its session's running turn to end before it is refused "
+                        "(default 30)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)
 
@@ -59,8 +62,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.max_body_mb <= 0:
         raise UsageError("--max-body-mb must be positive")
+    if args.busy_wait < 0:
+        raise UsageError("--busy-wait must be zero or more seconds")
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
-                          allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+                          allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                          busy_wait=args.busy_wait)
     app = create_app(config)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0

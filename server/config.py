@@ -19,6 +19,7 @@ class ServerConfig:
     models_config: str | None = None          # the models TOML (default $CANVAS2GRAPH_MODELS)
     allow_local_code: bool = False            # CodeExec may run code on this machine only when set
     max_body_bytes: int = DEFAULT_MAX_BODY
+    busy_wait: float = 30.0                   # seconds a request waits for its session's running turn to end
 
     @classmethod
     def from_env(cls, db: str, **overrides: Any) -> "ServerConfig":

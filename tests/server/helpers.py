@@ -73,6 +73,12 @@ TWO_STEP_DSL = {"components": {
     "Message:M2": cpn("Message", {"content": ["{LLM:B@content}"]}),
 }}
 
+def chat_answer(turn: int) -> str:
+    """CHAT_DSL's streamed answer. RAGFlow drops the spaces next to a reference in streamed Message text
+    (SPEC section 10), and canvas2graph does the same."""
+    return f"Turn{turn}:Answer 1 from LLM:A."
+
+
 BROKEN_DSL = {"components": {
     "begin": cpn("Begin", {}, ["Message:M"]),
     "Message:M": cpn("Message", {"content": ["{LLM:Missing@content}"]}),

@@ -1,0 +1,138 @@
+"""RAGFlow's own Python SDK, from PyPI, against canvas2graph's server, unchanged.
+
+- ragflow-sdk 0.22.1 (Python <= 3.12) runs in this interpreter (a test extra): it posts
+  `{question, stream, session_id}` to the legacy `/agents/{id}/completions` and reads `message` events
+  until `message_end`.
+- ragflow-sdk 0.27.3 needs Python 3.13: it runs in its own virtual environment, created by the test
+  with the first Python 3.13 found (cached under the temp folder between runs), and posts to
+  `/agents/chat/completions`.
+Under CI=true a missing SDK or Python 3.13 fails the test; elsewhere it skips, saying why.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, FINAL, TIPS, chat_answer
+
+SDK_NEW = "0.27.3"
+
+
+def _unavailable(message: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " - CI must run the ragflow-sdk tests")
+    pytest.skip(message)
+
+
+# --- 0.22.1, in this interpreter --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sdk022():
+    try:
+        import ragflow_sdk  # noqa: F401
+        from importlib.metadata import version
+    except ImportError:
+        _unavailable("ragflow-sdk 0.22.1 is not installed (pip install -e '.[test]' on Python <= 3.12)")
+    if version("ragflow-sdk") != "0.22.1":
+        _unavailable(f"ragflow-sdk {version('ragflow-sdk')} is installed, not 0.22.1")
+    return ragflow_sdk
+
+
+def test_ragflow_sdk_022_sessions_and_answers(server, alice, sdk022):
+    rag = sdk022.RAGFlow(api_key=alice.token, base_url=server.url)
+    rag.create_agent(title="sdk-022", dsl=CHAT_DSL)
+    [agent] = rag.list_agents(title="sdk-022")           # how 0.22 users find the agent they created
+    session = agent.create_session()
+    assert session.messages == [{"role": "assistant", "content": "Hello! Ask me anything."}]
+
+    streamed = [m.content for m in session.ask("hello", stream=True)]
+    assert "".join(streamed) == chat_answer(1) and len(streamed) > 1
+    [answer] = list(session.ask("again", stream=False))
+    assert answer.content == chat_answer(2)
+
+    other = agent.create_session()
+    assert {s.id for s in agent.list_sessions()} == {session.id, other.id}
+    agent.delete_sessions(ids=[session.id])
+    assert [s.id for s in agent.list_sessions()] == [other.id]
+
+
+def test_ragflow_sdk_022_pause_and_resume(server, alice, sdk022):
+    rag = sdk022.RAGFlow(api_key=alice.token, base_url=server.url)
+    rag.create_agent(title="sdk-022-pause", dsl=FEEDBACK_DSL)
+    [agent] = rag.list_agents(title="sdk-022-pause")
+    session = agent.create_session()
+    assert "".join(m.content for m in session.ask("coffee", stream=True)) == TIPS
+    resumed = session.ask("", stream=True, inputs={"feedback": {"type": "line", "value": "bolder"}})
+    assert "".join(m.content for m in resumed) == FINAL
+
+
+# --- 0.27.3, in its own virtual environment ----------------------------------------------------------
+def _python313() -> str | None:
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
+    candidates += [p for p in (shutil.which("python3.13"),) if p]
+    for candidate in candidates:
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 13))"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == "True":
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def sdk027_python() -> str:
+    base = _python313()
+    if base is None:
+        _unavailable("Python 3.13 is not installed (ragflow-sdk 0.27.3 needs it)")
+    venv = Path(tempfile.gettempdir()) / "canvas2graph-test-venvs" / f"ragflow-sdk-{SDK_NEW}"
+    python = venv / "bin" / "python"
+    check = [str(python), "-c", f"import importlib.metadata as m; assert m.version('ragflow-sdk') == '{SDK_NEW}'"]
+    if not python.exists() or subprocess.run(check, capture_output=True).returncode != 0:
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
+        installed = subprocess.run([str(python), "-m", "pip", "install", "-q", f"ragflow-sdk=={SDK_NEW}"],
+                                   capture_output=True, text=True, timeout=600)
+        if installed.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            _unavailable(f"cannot install ragflow-sdk {SDK_NEW}: {installed.stderr.strip()[-500:]}")
+    return str(python)
+
+
+SDK027_SCRIPT = r"""
+import json, sys
+from ragflow_sdk import RAGFlow
+token, url, dsl = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+rag = RAGFlow(api_key=token, base_url=url)
+rag.create_agent(title="sdk-027", dsl=dsl)
+agents = rag.list_agents(page_size=100)
+[agent] = [a for a in agents if a.title == "sdk-027"]
+session = agent.create_session()
+streamed = [m.content for m in session.ask("hello", stream=True)]
+[answer] = list(session.ask("again", stream=False))
+other = agent.create_session()
+before = sorted(s.id for s in agent.list_sessions())
+agent.delete_sessions(ids=[session.id])
+after = [s.id for s in agent.list_sessions()]
+print(json.dumps({"agents": [a.title for a in agents], "same_agent": rag.get_agent(agent.id).id == agent.id,
+                  "prologue": session.messages, "streamed": streamed, "answer": answer.content,
+                  "before": before, "after": after, "ids": [session.id, other.id]}))
+"""
+
+
+def test_ragflow_sdk_027_agents_sessions_and_answers(server, alice, sdk027_python):
+    run = subprocess.run([sdk027_python, "-c", SDK027_SCRIPT, alice.token, server.url, json.dumps(CHAT_DSL)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert "sdk-027" in out["agents"] and out["same_agent"]
+    assert out["prologue"] == [{"role": "assistant", "content": "Hello! Ask me anything."}]
+    assert "".join(out["streamed"]) == chat_answer(1) and len(out["streamed"]) > 1
+    assert out["answer"] == chat_answer(2)
+    first, other = out["ids"]
+    assert out["before"] == sorted([first, other]) and out["after"] == [other]
+
