@@ -112,7 +112,7 @@ class ElasticsearchBackend(ScoringBackend):
         await self.es.close()
 
     # --- ES calls, with failures in words ---------------------------------------------------
-    async def _call(self, what: str, index: str, fn, **kwargs) -> Any:
+    async def _call(self, what: str, target: str, fn, **kwargs) -> Any:
         from elasticsearch import ApiError, ConnectionError as ESConnectionError, ConnectionTimeout, TransportError
         try:
             return await fn(**kwargs)
@@ -123,7 +123,7 @@ class ElasticsearchBackend(ScoringBackend):
         except ApiError as e:
             reason = _reason(e)
             if e.status_code == 404 and "index_not_found" in reason:
-                raise RetrievalError(f"index {index} does not exist on {self.describe()}") from None
+                raise RetrievalError(f"index {target} does not exist on {self.describe()}") from None
             if e.status_code in (401, 403):
                 raise RetrievalError(f"{self.describe()} refused the credentials ({what}: HTTP {e.status_code})") from None
             raise RetrievalError(f"{self.describe()} rejected the {what} request: HTTP {e.status_code} {reason}") from None
@@ -133,8 +133,8 @@ class ElasticsearchBackend(ScoringBackend):
     async def _search(self, what: str, indexes: list[str], body: dict) -> dict:
         index = ",".join(indexes)
         self.sent.append((what, index, body))
-        resp = await self._call(what, index, self.es.search, index=index, body=body, track_total_hits=True,
-                                timeout="600s")
+        resp = await self._call(what, index, self.es.search, index=index,
+                                body={**body, "track_total_hits": True, "timeout": "600s"})
         return resp.body if hasattr(resp, "body") else resp
 
     # --- datasets -> tenants -> indexes -------------------------------------------------------
