@@ -132,19 +132,22 @@ def chunk_fields(tokenizer, *, content: str, doc_id: str, kb_id: str, doc_name: 
     return fields
 
 
-def expand(paths: list[str]) -> Iterator[Path]:
+def expand(paths: list[str]) -> Iterator[tuple[Path, str]]:
+    """(file, its name within what was given): a folder's files by relative path, a file by its name."""
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            yield from sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
+            for f in sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES):
+                yield f, f.relative_to(p).as_posix()
         elif p.is_file():
-            yield p
+            yield p, p.name
         else:
             raise IndexError_(f"{raw}: no such file or folder")
 
 
-def doc_id_for(kb_id: str, path: Path) -> str:
-    return hashlib.sha1(f"{kb_id}\n{path.resolve()}".encode("utf-8")).hexdigest()[:32]
+def doc_id_for(kb_id: str, name: str) -> str:
+    """Stable for the same dataset and name, wherever the files are checked out."""
+    return hashlib.sha1(f"{kb_id}\n{name}".encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass
@@ -169,10 +172,10 @@ async def index_files(store, paths: list[str], kb_id: str, *, embd_id: str | Non
     tokenizer = await asyncio.to_thread(get_tokenizer)
     report = IndexReport()
     bar = tqdm(files, desc=f"indexing into {kb_id}", unit="file", disable=not progress, file=sys.stderr)
-    for path in bar:
+    for path, name in bar:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        doc_id = doc_id_for(kb_id, path)
+        doc_id = doc_id_for(kb_id, name)
         if store.document_hash(doc_id) == digest:
             report.unchanged += 1
             continue
