@@ -23,6 +23,7 @@ from nodes.prompts import citation_pass, citation_rules, force_json, full_questi
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime.models import ModelConfigError
 from nodes.tool import Tool, as_text, formalize
+from nodes.mcp_tools import build_mcp_tools, call_mcp_tool, is_mcp_tool, mcp_sessions
 from runtime.state import REFERENCE, merge_reference
 from runtime.values import PENDING, ref_values
 
@@ -93,9 +94,8 @@ def build_tools(agent: "Agent") -> list[AgentTool]:
 class Agent(LLM):
     def prepare(self) -> None:
         super().prepare()
-        if any(isinstance(m, dict) and m.get("tools") for m in self.params.mcp):
-            raise NodeConfigError("params.mcp", "MCP tools are not supported by this version of canvas2graph yet", "unsupported")
         self.tools = build_tools(self)
+        self.tools += build_mcp_tools(self, first_index=len(self.params.tools))   # numbered after params.tools
         self.by_name = {t.name: t for t in self.tools}
 
     async def run(self, state, ctx) -> Result:
@@ -188,6 +188,11 @@ class Agent(LLM):
         return model.bind_tools([t.schema for t in self.tools]) if tools and self.tools else model
 
     async def rounds(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
+        async with mcp_sessions(self, ctx, sink):        # MCP sessions live as long as one tool loop
+            async for piece in self._tool_loop(messages, ctx, sink, state, stream=stream):
+                yield piece
+
+    async def _tool_loop(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
         """The tool loop. Yields what the user sees when streaming; leaves the answer in sink["answer"]."""
         model = self._model(ctx)
         history = to_langchain(messages)
@@ -252,6 +257,8 @@ class Agent(LLM):
         tool = self.by_name.get(call["name"])
         if tool is None:
             return f"There is no tool named {call['name']}."
+        if is_mcp_tool(tool):
+            return await call_mcp_tool(tool, call, ctx, sink)
         component = tool.component
         try:
             if isinstance(component, Agent):

@@ -1,7 +1,7 @@
 """The `canvas2graph` command: compile, run and export RAGFlow agent DSLs.
 
     canvas2graph compile FILE [--format text|json]
-    canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] [--format jsonl|pretty]
+    canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] [--mcp-config FILE] [--format jsonl|pretty]
     canvas2graph export DSL [--format mermaid|json]
 
 Every failure is a message on stderr and a non-zero exit, never a traceback.
@@ -83,10 +83,19 @@ def cmd_run(args) -> int:
     models = ModelFactory(script=script, config_path=args.models)
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
-    return asyncio.run(_run(compiled, models, script, session, args, inputs, printer))
+    mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
+    return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
 
 
-async def _run(compiled, models, script, session, args, inputs, printer) -> int:
+def load_mcp_config(path: str):
+    from runtime.mcp import MCPConfigError, MCPServers
+    try:
+        return MCPServers.load(path)
+    except MCPConfigError as e:
+        raise UsageError(str(e))
+
+
+async def _run(compiled, models, script, session, args, inputs, printer, mcp=None) -> int:
     from runtime.checkpoint import open_checkpointer
     from runtime.session import Runner, TurnRequest
 
@@ -94,7 +103,7 @@ async def _run(compiled, models, script, session, args, inputs, printer) -> int:
 
     async with open_checkpointer(args.db) as saver, \
             retrieval_service(compiled, args.retrieval, args.db) as services:
-        runner = Runner(compiled, saver, models, script, services=services)
+        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})})
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
@@ -241,6 +250,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--llm-script", help="JSON script of model replies; replaces every model (offline runs)")
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty")
+    r.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
+                   help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
     r.set_defaults(func=cmd_run)
