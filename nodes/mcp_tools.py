@@ -99,8 +99,7 @@ async def call_mcp_tool(tool: MCPTool, call: dict, ctx, sink: dict) -> str:
     """One MCP tool call's result text; an unconfigured server fails the Agent (a config error)."""
     script = getattr(ctx, "script", None)
     if script is not None:
-        scripted = script.next_tool_result(component_name=SCRIPT_NAME, function_name=tool.name,
-                                           component_id=tool.mcp_id)
+        scripted = script.next_tool_result(component_name=SCRIPT_NAME, function_name=tool.name)
         if scripted is not None:
             return as_text(scripted.get("return", "")) if isinstance(scripted, dict) else str(scripted)
     config = _server(tool, ctx)

@@ -240,9 +240,10 @@ async def test_an_agent_naming_an_unconfigured_server_fails_naming_the_field(mcp
     assert runner.outcome.error.startswith("Agent:Calc: ")
 
 
-async def test_a_script_can_stand_in_for_an_mcp_tool_offline():
+@pytest.mark.parametrize("key", ["add_1", "MCP"])
+async def test_a_script_can_stand_in_for_an_mcp_tool_offline(key):
     script = Script.load({"replies": [{"tool_calls": [{"name": "add_1", "arguments": {"a": 1, "b": 2}}]}, "Three."],
-                          "tool_results": {"add_1": ["1 + 2 = 3 (scripted)"]}})
+                          "tool_results": {key: ["1 + 2 = 3 (scripted)"]}})
     events, runner = await run_turn(agent_dsl(mcp_id="offline"), script, None)
     assert runner.outcome.status == "finished"
     assert tool_messages(script, 1) == ["1 + 2 = 3 (scripted)"]
