@@ -70,16 +70,31 @@ class Turn:
 
     async def events(self) -> AsyncIterator[dict]:
         """The turn's events; raises what ended it abnormally (a store failure, a crash)."""
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+    async def batches(self) -> AsyncIterator[list[dict]]:
+        """The turn's events, in lists of those already waiting: a busy server writes them to the
+        client at once instead of one write per event. Never waits for more events than there are."""
         item = self.first
         self.first = None
         while True:
             if item is None:
                 item = await self.queue.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failure):
-                raise item.error
-            yield item
+            batch = []
+            while True:
+                if item is _END or isinstance(item, _Failure):
+                    if batch:
+                        yield batch
+                    if item is _END:
+                        return
+                    raise item.error
+                batch.append(item)
+                if self.queue.empty():
+                    break
+                item = self.queue.get_nowait()
+            yield batch
             item = None
 
 

@@ -14,9 +14,10 @@ Styles:
 from __future__ import annotations
 
 import copy
-import json
 import time
 from typing import Any, AsyncIterator
+
+import orjson
 
 from runtime.conversations import Turn
 
@@ -24,12 +25,21 @@ DONE = b"data:[DONE]\n\n"
 OPENAI_DONE = b"data: [DONE]\n\n"
 
 
+_ORJSON = orjson.OPT_NON_STR_KEYS       # reference chunks may be keyed by numbers
+
+
+def dumps(payload: Any) -> bytes:
+    """JSON as UTF-8 (RAGFlow's ensure_ascii=False); orjson, because a busy server encodes thousands of
+    events a second."""
+    return orjson.dumps(payload, default=str, option=_ORJSON)
+
+
 def frame(payload: Any) -> bytes:
-    return b"data:" + json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n\n"
+    return b"data:" + dumps(payload) + b"\n\n"
 
 
 def openai_frame(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n\n"
+    return b"data: " + dumps(payload) + b"\n\n"
 
 
 def error_frame(error: BaseException) -> bytes:
@@ -99,14 +109,16 @@ async def sse(turn: Turn, style: str, return_trace: bool = False) -> AsyncIterat
     finished = False
     try:
         try:
-            async for event in turn.events():
-                kind = event.get("event")
-                if kind == "node_finished" and return_trace:
-                    trace.append({"component_id": event["data"].get("component_id"),
-                                  "trace": [copy.deepcopy(event["data"])]})
-                    event = {**event, "data": {**event["data"], "trace": list(trace)}}
-                for out in _shape(event, style, return_trace):
-                    yield frame(_with_session(out, sid))
+            async for batch in turn.batches():
+                frames = []
+                for event in batch:
+                    if event.get("event") == "node_finished" and return_trace:
+                        trace.append({"component_id": event["data"].get("component_id"),
+                                      "trace": [copy.deepcopy(event["data"])]})
+                        event = {**event, "data": {**event["data"], "trace": list(trace)}}
+                    frames.extend(frame(_with_session(out, sid)) for out in _shape(event, style, return_trace))
+                if frames:
+                    yield b"".join(frames)
         except Exception as e:      # noqa: BLE001 - RAGFlow reports a failed run inside the stream
             yield error_frame(e)
         finished = True
@@ -181,14 +193,18 @@ async def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
     finished = False
     try:
         try:
-            async for event in turn.events():
-                kind, data = event.get("event"), event.get("data") or {}
-                if kind == "message":
-                    yield openai_frame(_chunk(turn, model, _delta(data.get("content") or "")))
-                elif kind == "message_end":
-                    yield openai_frame(_chunk(turn, model, _delta("", data.get("reference"))))
-                elif kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
-                    yield openai_frame(_chunk(turn, model, _delta(data.get("tips") or "")))
+            async for batch in turn.batches():
+                frames = []
+                for event in batch:
+                    kind, data = event.get("event"), event.get("data") or {}
+                    if kind == "message":
+                        frames.append(openai_frame(_chunk(turn, model, _delta(data.get("content") or ""))))
+                    elif kind == "message_end":
+                        frames.append(openai_frame(_chunk(turn, model, _delta("", data.get("reference")))))
+                    elif kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
+                        frames.append(openai_frame(_chunk(turn, model, _delta(data.get("tips") or ""))))
+                if frames:
+                    yield b"".join(frames)
             yield openai_frame(_chunk(turn, model, {}, "stop", _usage(turn)))
         except Exception as e:      # noqa: BLE001 - as RAGFlow: the error as the answer's text
             yield openai_frame(_chunk(turn, model, _delta(f"**ERROR**: {e}"), "stop", _usage(turn)))

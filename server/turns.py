@@ -6,7 +6,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from compiler import CompileError, diagnose
+from compiler import CompileError, compile_dsl
 from runtime.conversations import SessionBusy, Turn
 from runtime.models import ModelConfigError
 from runtime.scripted import ScriptError
@@ -26,10 +26,12 @@ def _diagnostics_error(diagnostics: list, what: str) -> ApiError:
 
 
 def require_compiles(dsl: Any, what: str) -> None:
-    """Refuse to run a DSL with errors, listing them all (before any session is created for it)."""
-    compiled, diags = diagnose(dsl)
-    if compiled is None:
-        raise _diagnostics_error(diags, what)
+    """Refuse to run a DSL with errors, listing them all (before any session is created for it).
+    `compile_dsl` caches by content, so checking costs nothing after the first run of a DSL."""
+    try:
+        compile_dsl(dsl)
+    except CompileError as e:
+        raise _diagnostics_error(e.diagnostics, what)
 
 
 async def start_turn(request: Request, session: Session, turn_request: TurnRequest) -> Turn:
