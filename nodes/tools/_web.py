@@ -65,10 +65,12 @@ def masked(text: str, secrets: Iterable[str]) -> str:
 async def request(service: str, method: str, url: str, *, timeout: float, params: dict | None = None,
                   json: Any = None, data: dict | None = None, headers: dict | None = None,
                   secrets: Iterable[str] = (), proxy: str | None = None, follow_redirects: bool = True,
-                  max_bytes: int | None = None) -> httpx.Response:
+                  max_bytes: int | None = None, raise_for_status: bool = True) -> httpx.Response:
     """One request; any failure becomes a ToolError that says what happened in plain words.
 
-    With `max_bytes`, a longer body is refused while it arrives rather than read whole.
+    With `max_bytes`, a longer body is refused while it arrives rather than read whole. Without
+    `raise_for_status`, an error status comes back as a response, for services that explain their
+    errors in a body shape of their own (the caller then reports them, e.g. with `status_error`).
     """
     secrets = tuple(secrets)
     try:
@@ -94,16 +96,18 @@ async def request(service: str, method: str, url: str, *, timeout: float, params
         raise ToolError(f"{service}: invalid URL {where(url)!r}: {e}") from None
     except httpx.RequestError as e:            # too many redirects, an undecodable body, ...
         raise ToolError(f"{service}: the request to {where(url)} failed: {masked(str(e), secrets)}") from None
-    if response.status_code >= 400:
+    if raise_for_status and response.status_code >= 400:
         raise status_error(service, response, secrets)
     return response
 
 
-def status_error(service: str, response: httpx.Response, secrets: Iterable[str] = ()) -> ToolError:
-    """An HTTP error status as a ToolError carrying the service's own explanation."""
+def status_error(service: str, response: httpx.Response, secrets: Iterable[str] = (),
+                 detail: str | None = None) -> ToolError:
+    """An HTTP error status as a ToolError carrying the service's own explanation (`detail` when the
+    caller read it from the body itself)."""
     status = response.status_code
     secrets = tuple(secrets)
-    detail = masked(error_detail(response), secrets)
+    detail = masked(error_detail(response) if detail is None else detail, secrets)
     message = f"{service} answered HTTP {status} {response.reason_phrase}".rstrip()
     if status in (401, 403) and any(secrets):         # only services called with a key
         message += " (check the API key)"
