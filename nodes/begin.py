@@ -51,6 +51,24 @@ def field_value(value: Any, declared: Mapping[str, Any] | None = None) -> Any:
     return value
 
 
+# LangGraph reads a dict resume value whose keys all look like interrupt ids as a map of answers by
+# interrupt id, and `{}` qualifies: a form resumed with no inputs (every field optional) would be
+# answered with nothing and ask again. The request's inputs therefore travel wrapped.
+RESUME_KEY = "inputs"
+
+
+def resume_value(inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The `Command(resume=...)` value that answers a paused form with the request's inputs."""
+    return {RESUME_KEY: dict(inputs or {})}
+
+
+def form_answer(value: Any) -> dict[str, Any]:
+    """The inputs a resumed `interrupt()` returns, unwrapped from `resume_value`."""
+    if isinstance(value, dict) and set(value) == {RESUME_KEY} and isinstance(value[RESUME_KEY], dict):
+        return value[RESUME_KEY]
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _outputs_of(params: BeginParams) -> set[str] | None:
     if params.mode == "Webhook":       # webhook payload keys are only known at run time
         return None
@@ -77,7 +95,7 @@ class Begin(Node):
         if missing and self.params.mode != "Webhook":
             # A first turn without the form's required fields pauses like a UserFillUp would.
             from langgraph.types import interrupt
-            answer = interrupt({"component_id": self.id, "inputs": {k: {**form[k], "value": None} for k in missing},
-                                "tips": self.params.tips}) or {}
+            answer = form_answer(interrupt({"component_id": self.id, "tips": self.params.tips,
+                                            "inputs": {k: {**form[k], "value": None} for k in missing}}))
             values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
         return Result(outputs=dict(values), inputs=dict(values))

@@ -2,7 +2,7 @@
 
 The node computes its tips, then calls LangGraph's `interrupt()` with the form. The turn ends
 with a `user_inputs` event; the next request on the session resumes here with `Command(resume=
-inputs)`, and LangGraph re-runs this node from the top, so nothing before the pause runs twice.
+resume_value(inputs))`, and LangGraph re-runs this node from the top, so nothing before the pause runs twice.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, field_value
+from nodes.begin import BeginParams, field_value, form_answer
 from nodes.registry import register
 from runtime.values import render
 
@@ -65,7 +65,7 @@ class UserFillUp(Node):
         form = self.params.form()
         answer: dict[str, Any] = {}
         if form:
-            answer = interrupt({"component_id": self.id, "inputs": pending_form(form), "tips": tips}) or {}
+            answer = form_answer(interrupt({"component_id": self.id, "inputs": pending_form(form), "tips": tips}))
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
         outputs = ({"tips": tips} if self.params.enable_tips else {}) | values
         return Result(outputs=outputs, inputs=values, writes=writes)

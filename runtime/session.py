@@ -2,7 +2,8 @@
 
 A session is a LangGraph thread (`thread_id` = session id) in the checkpointer. A turn is one of:
 - a new turn (the last one finished, failed or was cancelled): start from Begin;
-- a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=inputs)`;
+- a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=...)` with
+  the request's inputs;
 - a resumed interruption (the process running the last turn died): continue from the last
   checkpoint; components that completed are not run again.
 """
@@ -16,6 +17,7 @@ from langgraph.types import Command
 
 from compiler import CompiledCanvas
 from nodes.base import ComponentError
+from nodes.begin import resume_value
 from nodes.fillup import missing_fields
 from runtime.context import RunContext, TurnCancelled
 from runtime.events import EventAdapter
@@ -130,7 +132,7 @@ class Runner:
                     raise TurnRejected(f"session {session_id} is waiting for {form.get('component_id', 'a form')}: "
                                        f"provide inputs for {', '.join(missing)}")
                 update = resume_update(snapshot.values, query=request.query, inputs=request.inputs)
-                return Command(resume=dict(request.inputs or {}), update=update), "pause"
+                return Command(resume=resume_value(request.inputs), update=update), "pause"
             if not any(t.error for t in snapshot.tasks):
                 self._held = _unsettled(snapshot)
                 return None, "interruption"      # the process died mid-turn: continue from the checkpoint

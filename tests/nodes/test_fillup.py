@@ -198,14 +198,23 @@ async def test_an_optional_field_still_pauses(open_session):
     assert final_content(events) == "note=n"
 
 
-@pytest.mark.xfail(strict=True, reason="runtime/session.py resumes with Command(resume=inputs); LangGraph reads an empty "
-                   "dict as an (empty) map of interrupt ids, so the form interrupts again instead of resuming")
 async def test_a_form_whose_fields_are_all_optional_resumes_with_no_inputs(open_session):
     form = {"note": {"type": "line", "name": "Note", "optional": True}}
     s = await open_session(ask_dsl(form=form, after="note={UserFillUp:Ask@note}"))
     await s.turn("hi")
     events = await s.turn(inputs={})
+    assert s.outcome.status == "finished"
+    assert "user_inputs" not in trace(events)
     assert final_content(events) == "note="
+
+
+async def test_a_form_field_named_inputs_is_an_ordinary_field(open_session):
+    # the resume value wraps the request's inputs under "inputs"; a field of that name must not be unwrapped
+    form = {"inputs": {"type": "line", "name": "Inputs", "optional": False}}
+    s = await open_session(ask_dsl(form=form, after="got={UserFillUp:Ask@inputs}"))
+    await s.turn("hi")
+    events = await s.turn(inputs={"inputs": "x"})
+    assert final_content(events) == "got=x"
 
 
 # --- Begin forms -----------------------------------------------------------------------------------
