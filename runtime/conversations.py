@@ -101,14 +101,16 @@ class Turn:
 class Conversations:
     """Runs turns of stored sessions for one server process."""
 
-    def __init__(self, store: Store, models: ModelSource, services: dict[str, Any] | None = None,
-                 busy_wait: float = 30.0):
+    def __init__(self, store: Store, models: ModelSource,
+                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, busy_wait: float = 30.0):
         self.store = store
         # how long a request waits for the session's running turn to end before it is refused: clients
         # send the next question as soon as they read `message_end`, a moment before the turn ends
         self.busy_wait = busy_wait
         self.models = models
-        self.services = dict(services or {})
+        # run-wide services for `ctx.extras`: a dict, or a function of the compiled canvas (a backend
+        # opened only for canvases that need it)
+        self.services = services if callable(services) else dict(services or {})
         self.owner = process_owner()
         self.turns: dict[str, Turn] = {}
         self._watcher: asyncio.Task | None = None
@@ -157,7 +159,8 @@ class Conversations:
         """
         compiled = compile_dsl(session.dsl_text or session.dsl)
         models, script = self.models()
-        runner = Runner(compiled, self.store.checkpointer, models, script, services=self.services)
+        services = self.services(compiled) if callable(self.services) else self.services
+        runner = Runner(compiled, self.store.checkpointer, models, script, services=services)
         runner.preflight()
         await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)

@@ -13,16 +13,12 @@ from server.config import ModelSource, ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from server.routes import agents, completions, graphs
+from server.services import RunServices
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
 (`/api/v1/graphs/...`) for canvas2graph. Authenticate with `Authorization: Bearer <token>`
 (`canvas2graph tokens create --tenant NAME`). Replies use RAGFlow's envelope:
 `{"code": 0, "data": ...}` or `{"code": <non-zero>, "message": ...}`."""
-
-
-def code_services(config: ServerConfig) -> dict[str, Any]:
-    """The code-execution policy nodes read from `ctx.extras["code"]`: local execution only when allowed."""
-    return {"code": {"allow_local": config.allow_local_code}}
 
 
 def tune_gc() -> None:
@@ -43,16 +39,19 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     """The app for `config`. `models` replaces the model source (a callable returning
     `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
     model_source = models or ModelSource(config)
-    run_services = {**code_services(config), **(services or {})}
+    run_services = RunServices(config, services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        async with open_store(config.db) as store:
-            async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
-                app.state.store = store
-                app.state.conversations = conversations
-                tune_gc()
-                yield
+        try:
+            async with open_store(config.db) as store:
+                async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
+                    app.state.store = store
+                    app.state.conversations = conversations
+                    tune_gc()
+                    yield
+        finally:
+            await run_services.aclose()
 
     app = FastAPI(title="canvas2graph", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)

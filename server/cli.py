@@ -1,7 +1,8 @@
 """`canvas2graph serve` and `canvas2graph tokens ...`, added to the command line by runtime/cli.py.
 
     canvas2graph serve [--host 127.0.0.1] [--port 9380] [--db PATH_OR_URL] [--llm-script FILE]
-                       [--models FILE] [--allow-local-code] [--max-body-mb N] [--busy-wait SECONDS]
+                       [--models FILE] [--retrieval URL] [--mcp-config FILE] [--allow-local-code]
+                       [--max-body-mb N] [--busy-wait SECONDS]
     canvas2graph tokens create --tenant NAME [--db ...]
     canvas2graph tokens list [--tenant NAME] [--db ...]
     canvas2graph tokens revoke TOKEN_OR_ID [--tenant NAME] [--db ...]
@@ -30,6 +31,10 @@ def add_server_commands(sub) -> None:
                    help="testing aid: every model answers from this script, a fresh copy per turn "
                         "(default $CANVAS2GRAPH_LLM_SCRIPT)")
     s.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
+    s.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
+                                       "(default: retrieval.db beside a SQLite --db)")
+    s.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
+                   help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
     s.add_argument("--allow-local-code", action="store_true",
                    help="let CodeExec run code on this machine (refused unless set)")
     s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
@@ -66,8 +71,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--busy-wait must be zero or more seconds")
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                          busy_wait=args.busy_wait)
-    app = create_app(config)
+                          busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config)
+    from runtime.mcp import MCPConfigError
+    from runtime.scripted import ScriptError
+    try:
+        app = create_app(config)
+    except (MCPConfigError, ScriptError) as e:
+        raise UsageError(str(e))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
 

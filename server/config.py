@@ -20,6 +20,8 @@ class ServerConfig:
     allow_local_code: bool = False            # CodeExec may run code on this machine only when set
     max_body_bytes: int = DEFAULT_MAX_BODY
     busy_wait: float = 30.0                   # seconds a request waits for its session's running turn to end
+    retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
+    mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
 
     @classmethod
     def from_env(cls, db: str, **overrides: Any) -> "ServerConfig":
