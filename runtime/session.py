@@ -21,7 +21,7 @@ from nodes.begin import resume_value
 from nodes.fillup import missing_fields
 from runtime.context import RunContext, TurnCancelled
 from runtime.events import EventAdapter
-from runtime.state import LAST, OUTPUTS, REQUEST
+from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
 from runtime.turn import prepare_turn, resume_update
 from runtime.values import is_pending
 
@@ -50,21 +50,33 @@ class TurnRejected(Exception):
     """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give)."""
 
 
-def _unsettled(snapshot) -> dict[str, tuple[dict, dict]]:
-    """Components of an interrupted turn whose content is still a pending generation: id -> (outputs, inputs).
+def _unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, bool]]:
+    """Components of an unfinished turn whose node_finished is still due: id -> (outputs, inputs, container).
 
-    Their `node_finished` waits until a Message streams the content; the process that held it died,
-    so the resuming turn holds it again. Writes of tasks that finished after the last checkpoint count.
+    Two kinds wait for something later in the turn: a component whose content is a pending
+    generation (until a Message streams it) and an Iteration or Loop that has not finished its
+    passes (until it is done). The adapter that held them belonged to the request that paused, or
+    to a process that died; the request that continues the turn holds them again. Writes of tasks
+    that finished after the last checkpoint count.
     """
     outputs = {cid: dict(v) for cid, v in (snapshot.values.get(OUTPUTS) or {}).items()}
+    loops = dict(snapshot.values.get(LOOPS) or {})
     last = snapshot.values.get(LAST) or {}
     for task in snapshot.tasks:
         result = task.result if isinstance(task.result, dict) else {}
         for cid, values in (result.get(OUTPUTS) or {}).items():
             outputs[cid] = {**outputs.get(cid, {}), **values}
+        for cid, values in (result.get(LOOPS) or {}).items():
+            loops[cid] = {**loops.get(cid, {}), **values}
         last = result.get(LAST) or last
-    return {cid: (values, (last.get("inputs") or {}) if last.get("component_id") == cid else {})
-            for cid, values in outputs.items() if any(is_pending(v) for v in values.values())}
+    held = {}
+    for cid, values in outputs.items():
+        running = cid in containers and cid in loops and not loops[cid].get("done")
+        if running or any(is_pending(v) for v in values.values()):
+            # a container's own run reports no inputs; a producer's are in `last` if it ran last
+            inputs = (last.get("inputs") or {}) if last.get("component_id") == cid and not running else {}
+            held[cid] = (values, inputs, running)
+    return held
 
 
 class Runner:
@@ -80,7 +92,7 @@ class Runner:
         self.graph = compiled.graph(checkpointer)
         self.outcome = TurnOutcome()
         self._context: RunContext | None = None
-        self._held: dict[str, tuple[dict, dict]] = {}
+        self._held: dict[str, tuple[dict, dict, bool]] = {}
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -105,6 +117,9 @@ class Runner:
             if task.interrupts:
                 return dict(task.interrupts[0].value or {})
         return None
+
+    def _containers(self) -> set[str]:
+        return {cid for cid, node in self.compiled.plan.nodes.items() if node.role == "container"}
 
     def _config(self, session_id: str) -> dict:
         return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
@@ -132,9 +147,10 @@ class Runner:
                     raise TurnRejected(f"session {session_id} is waiting for {form.get('component_id', 'a form')}: "
                                        f"provide inputs for {', '.join(missing)}")
                 update = resume_update(snapshot.values, query=request.query, inputs=request.inputs)
+                self._held = _unsettled(snapshot, self._containers())
                 return Command(resume=resume_value(request.inputs), update=update), "pause"
             if not any(t.error for t in snapshot.tasks):
-                self._held = _unsettled(snapshot)
+                self._held = _unsettled(snapshot, self._containers())
                 return None, "interruption"      # the process died mid-turn: continue from the checkpoint
         values = None
         if self.checkpointer is not None:
@@ -153,9 +169,10 @@ class Runner:
         adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.inputs or {})
         self.outcome.extra["usage"] = adapter.usage     # live model usage, also for turns that pause or stop
         for node in self.compiled.plan.nodes.values():
-            if node.id in self._held:     # their node_finished waited for a stream the dead process never ended
-                outputs, inputs = self._held[node.id]
-                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "container": False}
+            if node.id in self._held:     # their node_finished waits for a stream or a container's end
+                outputs, inputs, container = self._held[node.id]
+                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "outputs": dict(outputs),
+                                         "container": container}
         self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id,
                                                    extras=dict(self.services))
         if resumed is None:

@@ -119,3 +119,45 @@ async def test_reasoning_streams_between_think_markers_and_stays_out_of_the_llm_
     llm = next(e for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == "LLM:A")
     assert llm["data"]["outputs"]["content"] == "Answer."
     assert events[-1]["data"]["outputs"]["content"] == "Turn1:Let me think.Answer."
+
+
+def counting_loop(passes: int) -> dict:
+    """begin -> Loop:L (n = 0, until n >= passes) -> Message:Out; the body adds 1 to n."""
+    return {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Loop:L"]},
+        "Loop:L": {"obj": {"component_name": "Loop", "params": {
+            "loop_variables": [{"variable": "n", "input_mode": "constant", "type": "number", "value": 0}],
+            "loop_termination_condition": [{"variable": "Loop:L@n", "operator": "≥", "value": passes,
+                                            "input_mode": "constant"}],
+            "maximum_loop_count": passes + 1}}, "downstream": ["Message:Out"]},
+        "LoopItem:S": {"obj": {"component_name": "LoopItem", "params": {}}, "downstream": ["VariableAssigner:Inc"],
+                       "parent_id": "Loop:L"},
+        "VariableAssigner:Inc": {"obj": {"component_name": "VariableAssigner", "params": {"variables": [
+            {"variable": "Loop:L@n", "operator": "+=", "parameter": 1}]}}, "downstream": [], "parent_id": "Loop:L"},
+        "Message:Out": {"obj": {"component_name": "Message", "params": {"content": ["n={Loop:L@n}"]}}, "downstream": []},
+    }}
+
+
+async def test_a_loop_cut_off_mid_turn_reports_its_node_finished_once_in_the_turn_that_completes_it(tmp_path):
+    # the consumer stops reading in the second pass (as a process that dies would); a new Runner,
+    # as in another process, continues the turn from the last checkpoint
+    db = str(tmp_path / "sessions.db")
+    compiled = compile_dsl(counting_loop(3))
+    async with open_checkpointer(db) as saver:
+        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query="go"))
+        cut: list[dict] = []
+        async for event in turn:
+            cut.append(event)
+            if names(cut).count("node_finished:VariableAssigner:Inc") == 2:
+                break
+        await turn.aclose()
+    async with open_checkpointer(db) as saver:
+        runner = Runner(compiled, saver, ModelFactory())
+        resumed = await run(runner, "s", "")
+    assert "node_finished:Loop:L" not in names(cut)
+    assert runner.outcome.resumed == "interruption" and runner.outcome.status == "finished"
+    loop = [e["data"] for e in resumed if e["event"] == "node_finished" and e["data"]["component_id"] == "Loop:L"]
+    assert len(loop) == 1 and loop[0]["outputs"]["n"] == 3
+    order = names(resumed)
+    assert order.index("node_finished:Loop:L") < order.index("node_started:Message:Out")
+    assert resumed[-1]["data"]["outputs"]["content"] == "n=3"
