@@ -84,6 +84,8 @@ def _validation_message(exc: RequestValidationError) -> str:
             where = err.get("ctx", {}).get("error", "") or err.get("msg", "")
             return f"the request body is not valid JSON: {where}"
         location = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        if not location and err.get("type") in ("model_attributes_type", "dict_type"):
+            return "the request body must be a JSON object"
         if err.get("type") == "missing":
             problems.append(f"`{location}` is required")
         else:

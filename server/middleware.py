@@ -1,4 +1,5 @@
-"""Request body limit: a body over the limit is refused before any handler parses it."""
+"""Request bodies: a body over the limit is refused before any handler parses it, and a JSON body is read
+as JSON whatever its declared type (`curl -d` says form-urlencoded; RAGFlow reads the JSON anyway)."""
 from __future__ import annotations
 
 import json
@@ -40,13 +41,19 @@ class BodyLimit:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
+        body = b"".join(chunks)
+        headers = list(scope.get("headers") or [])
+        declared_type = dict(headers).get(b"content-type", b"")
+        if b"json" not in declared_type and body.lstrip()[:1] in (b"{", b"["):
+            headers = [(k, v) for k, v in headers if k != b"content-type"] + [(b"content-type", b"application/json")]
+            scope = {**scope, "headers": headers}
         replayed = False
 
         async def replay():
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()      # later calls wait for the client's disconnect, as usual
 
         await self.app(scope, replay, send)

@@ -1,6 +1,7 @@
 """Agents and sessions over HTTP: RAGFlow's routes and envelope, tenants, and bad requests."""
 from __future__ import annotations
 
+import json
 import subprocess
 
 import httpx
@@ -167,6 +168,14 @@ def test_malformed_json_is_an_argument_error(alice):
     response = alice.http.post("/agents", content=b'{"title": "x", "dsl": {', headers={"Content-Type": "application/json"})
     reply = response.json()
     assert reply["code"] == 101 and "not valid JSON" in reply["message"]
+
+
+def test_a_json_body_is_read_whatever_its_declared_type_and_must_be_an_object(alice):
+    body = json.dumps({"title": "posted-by-curl", "dsl": CHAT_DSL}).encode()
+    response = alice.http.post("/agents", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert response.json()["code"] == 0                     # what `curl -d` sends
+    reply = alice.call("POST", "/agents", [1, 2])
+    assert reply["code"] == 101 and reply["message"] == "the request body must be a JSON object"
 
 
 def test_unknown_ids_and_routes(alice):
