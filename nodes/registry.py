@@ -30,8 +30,7 @@ REGISTRY: dict[str, ComponentSpec] = {}
 # gets an "unsupported" diagnostic instead of "unknown component".
 KNOWN_ELSEWHERE = {
     "Invoke", "CodeExec", "ExeSQL", "Email",
-    "ArXiv", "PubMed", "GitHub", "YahooFinance",
-    "DeepL", "QWeather", "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
+    "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
     "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
     # ingestion-pipeline components (rag/flow): a dataflow canvas, not an agent
     "File", "Parser", "TokenChunker", "TitleChunker", "Tokenizer", "Extractor",
