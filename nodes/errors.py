@@ -6,9 +6,13 @@
 - no method -> no handler: the failure ends the turn (the runner reports it);
 - `max_retries` / `delay_after_error` -> a RetryPolicy that retries what RAGFlow's model layer
   retries: rate limits, server errors, timeouts and lost connections, not bad requests or bugs.
+  A streamed generation runs inside the Message that shows it, so the LLM's settings are applied
+  there by `nodes.llm.stream_generation`, with the same backoff (`retry_interval`).
 """
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from typing import Any
 
@@ -54,13 +58,42 @@ def is_retryable(e: BaseException) -> bool:
     return isinstance(e, (NodeTimeoutError, TimeoutError, ConnectionError))
 
 
+BACKOFF_FACTOR = 2.0
+# LangGraph's jitter adds a uniform 0-1 s to every retry interval. That spreads retries of many
+# sessions against a rate-limited provider, but for a short delay_after_error it would dominate the
+# delay asked for (0 s would become up to 1 s), so intervals shorter than this get no jitter.
+JITTER_FROM_S = 10.0
+
+
+def max_interval(delay: float) -> float:
+    return max(60.0, delay)
+
+
+def retry_interval(delay: float, attempt: int) -> float:
+    """Seconds to wait before retry number `attempt` (1, 2, ...), as the RetryPolicy below waits."""
+    interval = min(max_interval(delay), delay * BACKOFF_FACTOR ** (attempt - 1))
+    return interval + random.uniform(0, 1) if delay >= JITTER_FROM_S else interval
+
+
+async def pause_before_retry(delay: float, attempt: int) -> None:
+    await asyncio.sleep(retry_interval(delay, attempt))
+
+
 def retry_policy_for(node) -> RetryPolicy | None:
     retries = node.params.max_retries
     if retries <= 0:
         return None
-    return RetryPolicy(max_attempts=retries + 1, initial_interval=node.params.delay_after_error,
-                       backoff_factor=2.0, max_interval=max(60.0, node.params.delay_after_error), jitter=True,
-                       retry_on=is_retryable)
+    delay = node.params.delay_after_error
+
+    def retry_on(e: BaseException) -> bool:
+        # a node retries its own failures only: a Message that relays a failed generation must
+        # not run again and show the text it already showed (the LLM's own settings apply there)
+        if isinstance(e, ComponentError) and e.component_id != node.id:
+            return False
+        return is_retryable(e)
+
+    return RetryPolicy(max_attempts=retries + 1, initial_interval=delay, backoff_factor=BACKOFF_FACTOR,
+                       max_interval=max_interval(delay), jitter=delay >= JITTER_FROM_S, retry_on=retry_on)
 
 
 def failure_outputs(node, error: BaseException) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 from compiler.refs import Template
 from nodes.base import Node, Params, Result, stream_writer, template
 from nodes.registry import register
-from nodes.errors import classify
+from nodes.errors import classify, pause_before_retry
 from runtime.models import ModelConfigError
 from nodes.prompts import citation_rules, structured_output
 from runtime.state import HISTORY, REFERENCE
@@ -102,16 +102,32 @@ def report_usage(message: Any) -> None:
                                        "total_tokens": usage.get("total_tokens", 0)}})
 
 
-async def stream_generation(pending: Mapping[str, Any], ctx) -> AsyncIterator[str]:
-    """Run a pending generation, yielding pieces: "<think>", reasoning, "</think>", then the answer."""
-    model = ctx.models.chat_model(pending["llm_id"], component_id=pending["component_id"], gen_conf=pending.get("gen_conf"))
-    try:
-        async for piece in _pieces(model, pending["messages"]):
-            yield piece
-    except ModelConfigError:
-        raise
-    except Exception as e:
-        raise classify(e) from e
+async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0,
+                            delay: float = 0.0) -> AsyncIterator[str]:
+    """Run a pending generation, yielding pieces: "<think>", reasoning, "</think>", then the answer.
+
+    It runs inside the Message that shows it, so the producer's `max_retries` / `delay_after_error`
+    (`retries`, `delay`) apply here: a retryable failure before the first piece is tried again with
+    the RetryPolicy's backoff. Once a piece has been shown, a retry would repeat text the user saw.
+    """
+    attempt = 0
+    while True:
+        model = ctx.models.chat_model(pending["llm_id"], component_id=pending["component_id"],
+                                      gen_conf=pending.get("gen_conf"))
+        shown = False
+        try:
+            async for piece in _pieces(model, pending["messages"]):
+                shown = True
+                yield piece
+            return
+        except ModelConfigError:
+            raise
+        except Exception as e:
+            error = classify(e)
+            if shown or not error.retryable or attempt >= retries:
+                raise error from e
+        attempt += 1
+        await pause_before_retry(delay, attempt)
 
 
 async def _pieces(model, messages) -> AsyncIterator[str]:
@@ -197,7 +213,8 @@ class LLM(Node):
 
     async def stream_pending(self, pending, ctx, sink: dict, state=None) -> AsyncIterator[str]:
         """Used by the Message that shows this LLM's pending generation."""
-        async for piece in stream_generation(pending, ctx):
+        async for piece in stream_generation(pending, ctx, retries=self.params.max_retries,
+                                             delay=self.params.delay_after_error):
             yield piece
 
     def thoughts(self, state) -> str:

@@ -11,10 +11,10 @@ from langgraph.errors import NodeTimeoutError
 
 from compiler import compile_dsl
 from nodes.base import ComponentError
-from nodes.errors import ModelCallError, classify, is_retryable
+from nodes.errors import ModelCallError, classify, is_retryable, retry_interval, retry_policy_for
 from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
-from runtime.scripted import Script
+from runtime.scripted import Script, ScriptedChatModel
 from runtime.session import Runner, TurnRequest
 from tests.conftest import cpn
 
@@ -208,12 +208,80 @@ async def test_without_max_retries_a_provider_error_is_not_retried():
     assert outcome.status == "stopped" and script.calls == 1
 
 
-@pytest.mark.xfail(strict=True, reason="a streamed LLM's generation runs inside the Message node, whose retry policy "
-                   "is the Message's: the LLM's max_retries does not apply when its downstream is a Message")
 async def test_max_retries_also_applies_to_a_streaming_llm():
+    # the generation runs inside the Message that shows it; the LLM's retry settings still apply
     source = risky_llm_dsl(max_retries=2, delay_after_error=0)
     events, outcome, script = await run(source, replies=[BOOM, "ok"])
     assert outcome.status == "finished" and final_content(events) == "OK:ok"
+    assert script.calls == 2
+    assert finished(events, "LLM:Risky")[0]["outputs"]["content"] == "ok"
+    assert finished(events, "LLM:Risky")[0]["error"] is None
+
+
+async def test_a_streaming_llm_gives_up_after_max_retries_plus_one_attempts_and_reports_the_failure_on_the_llm():
+    source = risky_llm_dsl(max_retries=1, delay_after_error=0)
+    events, outcome, script = await run(source, replies=[BOOM, BOOM, "never used"])
+    assert outcome.status == "stopped" and script.calls == 2
+    assert finished(events, "LLM:Risky")[-1]["error"] == BOOM_TEXT
+    assert finished(events, "Message:OK") == []
+
+
+class BreaksMidStream(ScriptedChatModel):
+    """The scripted model, losing its connection after the first piece of every answer."""
+
+    async def _astream(self, messages, *args, **kwargs):
+        async for chunk in super()._astream(messages, *args, **kwargs):
+            yield chunk
+            raise ConnectionError("connection reset mid-answer")
+
+
+class BreakingFactory(ModelFactory):
+    def __init__(self, script):
+        super().__init__(script=script)
+        self._script = script
+
+    def chat_model(self, llm_id, *, component_id=None, gen_conf=None):
+        return BreaksMidStream(script=self._script, component_id=component_id)
+
+
+async def test_a_streaming_llm_is_not_retried_once_part_of_its_answer_was_shown():
+    # a retry would show the beginning of the answer a second time
+    script = Script.load({"replies": ["first answer here", "second answer here"]})
+    events, outcome, _ = await run(risky_llm_dsl(max_retries=3, delay_after_error=0), models=BreakingFactory(script))
+    assert outcome.status == "stopped"
+    assert script.calls == 1
+    shown = "".join(e["data"]["content"] for e in events if e["event"] == "message")
+    assert shown == "OK:first "
+    assert "connection reset mid-answer" in finished(events, "LLM:Risky")[-1]["error"]
+
+
+async def test_a_message_does_not_retry_a_failure_of_the_generation_it_relays():
+    # the Message's own max_retries covers its own failures; re-running it would repeat "OK:"
+    source = risky_llm_dsl()
+    source["components"]["Message:OK"]["obj"]["params"].update(max_retries=2, delay_after_error=0)
+    events, outcome, script = await run(source, replies=[BOOM, "never used"])
+    assert outcome.status == "stopped" and script.calls == 1
+    assert [e["data"]["content"] for e in events if e["event"] == "message"] == ["OK:"]
+
+
+def test_retry_intervals_back_off_exponentially_with_no_jitter_for_short_delays():
+    assert [retry_interval(0, n) for n in (1, 2, 3)] == [0, 0, 0]
+    assert [retry_interval(2, n) for n in (1, 2, 3, 10)] == [2, 4, 8, 60]
+
+
+def test_long_retry_intervals_get_up_to_one_second_of_jitter():
+    waits = [retry_interval(20, 1) for _ in range(50)]
+    assert all(20 <= w <= 21 for w in waits) and len(set(waits)) > 1
+
+
+def test_the_retry_policy_uses_the_same_intervals():
+    def policy(delay):
+        source = risky_llm_dsl(max_retries=2, delay_after_error=delay)
+        node = compile_dsl(source).plan.nodes["LLM:Risky"]
+        return retry_policy_for(node)
+    short, long_ = policy(2), policy(20)
+    assert (short.initial_interval, short.backoff_factor, short.max_interval, short.jitter) == (2, 2.0, 60, False)
+    assert (long_.initial_interval, long_.jitter, long_.max_attempts) == (20, True, 3)
 
 
 async def test_a_non_retryable_error_fails_at_once_despite_max_retries():
