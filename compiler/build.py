@@ -8,7 +8,10 @@
   or leaves; body sinks return to the start item (the cycle);
 - `exception_method` becomes a node error handler, `max_retries` a RetryPolicy, and every node gets
   the component timeout;
-- everything that ends the turn leads to a finish node that records the assistant turn.
+- everything that ends the turn leads to a finish node that records the assistant turn. It is
+  deferred, so it waits for the branches still running; a join released in the same step runs
+  beside it and then triggers it again, so `finish_turn` lets a later run replace the answer and the
+  EventAdapter sends one `workflow_finished`, at the end of the stream.
 """
 from __future__ import annotations
 

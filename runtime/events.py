@@ -7,7 +7,8 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
   generation: its `node_finished` waits until the Message that streams it reports the final
   content (RAGFlow's order: message..., message_end, node_finished(LLM), node_finished(Message));
 - custom items written by nodes are `message` / `message_end` events and usage counts;
-- the finish node's result becomes `workflow_finished`.
+- the finish node's result becomes `workflow_finished`, sent by `end()` once the stream is over: the
+  finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class EventAdapter:
         self.starts: dict[str, dict] = {}       # component id -> node_started held until we know it did not pause
         self.paused = False
         self.finished = False
+        self.answer: Any = None                 # the finish node's last answer, sent by end()
 
     def envelope(self, event: str, data: dict) -> dict:
         return {"event": event, "message_id": self.message_id, "created_at": self.created_at,
@@ -108,9 +110,8 @@ class EventAdapter:
             result = dict(result)
         if data["name"] == FINISH:
             history = result.get(HISTORY) or []
-            outputs = history[-1][1] if history else {}
+            self.answer = history[-1][1] if history else {}
             self.finished = True
-            yield self.workflow_finished(outputs)
             return
         if node is None:
             return
@@ -133,6 +134,11 @@ class EventAdapter:
         for cid, pass_ in (result.get(LOOPS) or {}).items():   # a container that is done finishes last
             if pass_.get("done") and cid in self.held:
                 yield self.envelope("node_finished", self._release(cid))
+
+    def end(self) -> Iterable[dict]:
+        """The events due when the graph's stream is over: `workflow_finished` if the turn finished."""
+        if self.finished:
+            yield self.workflow_finished(self.answer)
 
     def _release(self, cid: str) -> dict:
         held = self.held.pop(cid)

@@ -186,6 +186,9 @@ class Runner:
                 for event in adapter.feed(part):
                     self.outcome.events += 1
                     yield event
+            for event in adapter.end():
+                self.outcome.events += 1
+                yield event
         except ComponentError as e:
             for event in adapter.component_failed(e.component_id, e.outputs, e.inputs, e.message):
                 yield event

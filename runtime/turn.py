@@ -40,13 +40,25 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
 
 
 def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Record the assistant turn: the whole output dict of the last component (SPEC 5.8)."""
+    """Record the assistant turn: the whole output dict of the last component (SPEC 5.8).
+
+    The finish node can run twice in one turn: it is deferred like a join, and when a sink ends in
+    the same step as the branches of a join, LangGraph runs the finish and the join together; the
+    join's own edge to the finish then runs it again. The first run closed the request; a later run
+    replaces that answer with the answer of the component that really came last.
+    """
     last = (state.get(LAST) or {}).get("component_id") or ""
     outputs = dict(outputs_of(state, last)) if last else {}
-    history = list(state.get(HISTORY) or []) + [["assistant", outputs]]
-    sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or []) + [f"assistant: {outputs!r}"]
-    request = {**(state.get(REQUEST) or {}), "open": False}
-    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: request}
+    request = state.get(REQUEST) or {}
+    history = list(state.get(HISTORY) or [])
+    sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or [])
+    if request.get("open") is False and history and history[-1][0] == "assistant":
+        history.pop()
+        if sys_history and str(sys_history[-1]).startswith("assistant: "):
+            sys_history.pop()
+    history.append(["assistant", outputs])
+    sys_history.append(f"assistant: {outputs!r}")
+    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False}}
 
 
 def resume_update(previous: Mapping[str, Any], *, query: str = "", inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -161,3 +161,33 @@ async def test_a_loop_cut_off_mid_turn_reports_its_node_finished_once_in_the_tur
     order = names(resumed)
     assert order.index("node_finished:Loop:L") < order.index("node_started:Message:Out")
     assert resumed[-1]["data"]["outputs"]["content"] == "n=3"
+
+
+def sink_beside_a_join() -> dict:
+    """begin -> [Message:A (ends there), Message:B -> Message:J, Message:C -> Message:J]."""
+    def message(text: str, downstream: list[str]) -> dict:
+        return {"obj": {"component_name": "Message", "params": {"content": [text]}}, "downstream": downstream}
+    return {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Message:A", "Message:B", "Message:C"]},
+        "Message:A": message("a", []), "Message:B": message("b", ["Message:J"]),
+        "Message:C": message("c", ["Message:J"]), "Message:J": message("joined", []),
+    }}
+
+
+async def test_a_turn_whose_join_ends_after_another_branch_finishes_once_with_the_join_s_answer():
+    # A ends in the same step as B and C; the finish and the join J become ready together
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(sink_beside_a_join()), saver, ModelFactory())
+        events = await run(runner, "s", "q")
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": "s"}})).values
+        second = await run(runner, "s", "again")
+    assert names(events).count("workflow_finished") == 1
+    assert names(events)[-2:] == ["node_finished:Message:J", "workflow_finished"]
+    assert events[-1]["data"]["outputs"]["content"] == "joined"
+    assert runner.outcome.status == "finished"
+    assert [role for role, _ in state[HISTORY]] == ["user", "assistant"]
+    assert state[HISTORY][1][1]["content"] == "joined"
+    assert [line.split(":")[0] for line in state["globals"]["sys.history"]] == ["user", "assistant"]
+    assert state["request"]["open"] is False
+    assert names(second)[:2] == ["workflow_started", "node_started:begin"]      # the next turn is a new one
+    assert names(second).count("workflow_finished") == 1
