@@ -27,6 +27,7 @@ from runtime.store import LEASE_SECONDS, Session, Store, process_owner
 log = logging.getLogger("canvas2graph.conversations")
 
 POLL_SECONDS = 0.25           # how soon a cancel sent to another process takes effect
+MAX_STARTING = 8              # turns starting at once; the others queue for a slot (see Conversations.start)
 RENEW_SECONDS = LEASE_SECONDS / 4
 
 ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
@@ -102,8 +103,13 @@ class Conversations:
     """Runs turns of stored sessions for one server process."""
 
     def __init__(self, store: Store, models: ModelSource,
-                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, busy_wait: float = 30.0):
+                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, busy_wait: float = 30.0,
+                 max_starting: int = MAX_STARTING):
         self.store = store
+        # Starting a turn (loading its checkpoint, the first steps up to its first event) is the costly
+        # part; a burst of hundreds of starts would fill the event loop's queue and delay the tokens of
+        # every running stream. A few at a time start just as fast overall and keep streams smooth.
+        self._starting = asyncio.Semaphore(max_starting)
         # how long a request waits for the session's running turn to end before it is refused: clients
         # send the next question as soon as they read `message_end`, a moment before the turn ends
         self.busy_wait = busy_wait
@@ -165,8 +171,9 @@ class Conversations:
         await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)
         self.turns[session.id] = turn
-        turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
-        turn.first = await turn.queue.get()
+        async with self._starting:
+            turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
+            turn.first = await turn.queue.get()
         if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
             raise turn.first.error
         return turn
