@@ -97,7 +97,7 @@ def load_mcp_config(path: str):
 
 async def _run(compiled, models, script, session, args, inputs, printer, mcp=None) -> int:
     from runtime.checkpoint import open_checkpointer
-    from runtime.session import Runner, TurnRequest
+    from runtime.session import Runner, TurnFailed, TurnRequest
 
     from runtime.retrieval.service import retrieval_service
 
@@ -109,6 +109,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         try:
             async for event in runner.run_turn(session, TurnRequest(query=args.query or "", inputs=inputs)):
                 printer.event(event)
+        except TurnFailed:          # closed by the Runner; the outcome says why
+            pass
         except asyncio.CancelledError:
             printer.note("stopped at once; the session resumes from its last checkpoint")
             return 130

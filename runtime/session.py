@@ -20,7 +20,7 @@ from nodes.base import ComponentError
 from nodes.begin import resume_value
 from nodes.fillup import missing_fields
 from runtime.context import RunContext, TurnCancelled
-from runtime.events import EventAdapter
+from runtime.events import FINISH, EventAdapter
 from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
 from runtime.turn import prepare_turn, resume_update
 from runtime.values import is_pending
@@ -48,6 +48,11 @@ class TurnOutcome:
 
 class TurnRejected(Exception):
     """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give)."""
+
+
+class TurnFailed(Exception):
+    """The turn stopped for a reason that is no component's failure (its step limit, an engine or
+    checkpointer error). The turn is closed: the next request on the session starts a new one."""
 
 
 def _unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, bool]]:
@@ -117,6 +122,29 @@ class Runner:
             if task.interrupts:
                 return dict(task.interrupts[0].value or {})
         return None
+
+    async def _fail(self, config: dict, message: str, error: Exception) -> None:
+        """End a turn that broke outside its components: close it, record why, tell the caller."""
+        self.outcome.status, self.outcome.error = "stopped", message
+        try:
+            await self._close_turn(config)
+        except Exception as e:          # the checkpointer itself may be what failed
+            message += f" (the turn could not be closed: {type(e).__name__}: {e})"
+            self.outcome.error = message
+        raise TurnFailed(message) from error
+
+    async def _close_turn(self, config: dict) -> None:
+        """Mark the checkpointed turn as over, as the finish node would (without an answer).
+
+        Otherwise the next request would find the turn open with steps still to run, and continue
+        it as if its process had died, meeting the same failure again."""
+        if self.checkpointer is None:
+            return
+        saved = await self.checkpointer.aget_tuple(config)
+        request = (saved.checkpoint["channel_values"].get(REQUEST) or {}) if saved else {}
+        if request.get("open"):
+            # as the finish node, whose only edge leads to the end: the update schedules nothing
+            await self.graph.aupdate_state(config, {REQUEST: {**request, "open": False}}, as_node=FINISH)
 
     def _containers(self) -> set[str]:
         return {cid for cid, node in self.compiled.plan.nodes.items() if node.role == "container"}
@@ -207,8 +235,11 @@ class Runner:
             self.outcome.status = "cancelled"
             return
         except GraphRecursionError as e:
-            self.outcome.status, self.outcome.error = "stopped", f"the turn exceeded its step limit: {e}"
-            return
+            message = (f"the turn exceeded its step limit of {self.compiled.recursion_limit} steps; "
+                       "the session is ready for a new turn")
+            await self._fail(config, message, e)
+        except Exception as e:          # the engine, the checkpointer or a bug, not a component
+            await self._fail(config, f"the turn failed: {type(e).__name__}: {e}", e)
         finally:
             self._context = None
         if adapter.paused:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from compiler import compile_dsl
 from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script, ScriptedChatModel
-from runtime.session import Runner, TurnRequest
+from runtime.session import Runner, TurnFailed, TurnRequest
 from runtime.state import HISTORY
 
 SEEN: list[list] = []
@@ -191,3 +192,55 @@ async def test_a_turn_whose_join_ends_after_another_branch_finishes_once_with_th
     assert state["request"]["open"] is False
     assert names(second)[:2] == ["workflow_started", "node_started:begin"]      # the next turn is a new one
     assert names(second).count("workflow_finished") == 1
+
+
+async def test_a_turn_that_exceeds_its_step_limit_fails_clearly_and_the_next_request_starts_a_new_turn(monkeypatch):
+    import compiler
+    compiled = compile_dsl(counting_loop(5))
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compiled, saver, ModelFactory())
+        monkeypatch.setattr(compiler.CompiledCanvas, "recursion_limit", property(lambda self: 6))
+        events: list[dict] = []
+        with pytest.raises(TurnFailed, match="step limit of 6 steps"):
+            async for event in runner.run_turn("s", TurnRequest(query="go")):
+                events.append(event)
+        assert runner.outcome.status == "stopped" and "step limit" in runner.outcome.error
+        assert "workflow_finished" not in names(events)
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": "s"}})).values
+        assert state["request"]["open"] is False             # closed: not an interruption to resume
+        monkeypatch.undo()
+        again = await run(runner, "s", "again")
+    assert runner.outcome.resumed is None and runner.outcome.status == "finished"
+    assert names(again)[:2] == ["workflow_started", "node_started:begin"]
+    assert again[-1]["data"]["outputs"]["content"] == "n=5"
+
+
+class FailsOnce(InMemorySaver):
+    """An in-memory checkpointer whose third checkpoint write fails, as a database hiccup would."""
+
+    def __init__(self):
+        super().__init__()
+        self.puts = 0
+
+    async def aput(self, *args, **kwargs):
+        self.puts += 1
+        if self.puts == 3:
+            raise OSError("disk I/O error")
+        return await super().aput(*args, **kwargs)
+
+
+async def test_an_engine_error_mid_turn_closes_the_turn_and_the_session_stays_usable():
+    saver = FailsOnce()
+    runner = Runner(compile_dsl(counting_loop(2)), saver, ModelFactory())
+    with pytest.raises(TurnFailed, match="the turn failed: OSError: disk I/O error"):
+        await run(runner, "s", "go")
+    assert runner.outcome.status == "stopped"
+    state = (await runner.graph.aget_state({"configurable": {"thread_id": "s"}})).values
+    assert state["request"]["open"] is False
+    again = await run(runner, "s", "again")
+    assert runner.outcome.resumed is None and runner.outcome.status == "finished"
+    assert again[-1]["data"]["outputs"]["content"] == "n=2"
+    history = (await runner.graph.aget_state({"configurable": {"thread_id": "s"}})).values[HISTORY]
+    # like a failed component, the broken turn leaves its user line and no answer
+    assert [(role, content if role == "user" else "answer") for role, content in history] == [
+        ("user", "go"), ("user", "again"), ("assistant", "answer")]
