@@ -171,9 +171,17 @@ class Conversations:
         await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)
         self.turns[session.id] = turn
-        async with self._starting:
+        try:
+            await self._starting.acquire()
+        except BaseException:       # cancelled while waiting for a slot: give the session back
+            self.turns.pop(session.id, None)
+            await asyncio.shield(self.store.release_lease(session.id, self.owner))
+            raise
+        try:                        # the slot is held until the turn's first event
             turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
             turn.first = await turn.queue.get()
+        finally:
+            self._starting.release()
         if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
             raise turn.first.error
         return turn
