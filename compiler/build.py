@@ -7,7 +7,7 @@
 - an Iteration or Loop enters its start item, whose router either starts the next pass of the body
   or leaves; body sinks return to the start item (the cycle);
 - `exception_method` becomes a node error handler, `max_retries` a RetryPolicy, and every node gets
-  the component timeout;
+  the component timeout (enforced by `Node.__call__`, bound here);
 - everything that ends the turn leads to a finish node that records the assistant turn. It is
   deferred, so it waits for the branches still running; a join released in the same step runs
   beside it and then triggers it again, so `finish_turn` lets a later run replace the answer and the
@@ -68,13 +68,12 @@ def build_graph(plan: Plan) -> StateGraph:
         # a start item is entered once per turn (from its container) and re-entered from each body
         # sink; with several sinks it waits, like a join, until the pass's branches have all finished
         joins = indegree[cid] > (2 if node.role == "start" else 1)
-        # partial() of the unbound method: LangGraph then skips scanning the method's bytecode
-        # for subgraphs, which dominates compile time for large canvases.
-        graph.add_node(names[cid], partial(type(node).__call__, node),
+        # for partial(), LangGraph skips scanning the method's bytecode for subgraphs (that scan dominated
+        # compile time for large canvases). The component timeout is enforced inside Node.__call__
+        graph.add_node(names[cid], partial(type(node).__call__, node, timeout=timeout),
                        defer=joins,
                        retry_policy=retry_policy_for(node),
                        error_handler=error_handler_for(node, plan, names),
-                       timeout=timeout,
                        metadata={"component_id": cid, "component_type": node.component_type})
     graph.add_node(FINISH, _finish, defer=True)
     graph.add_edge(START, names["begin"])
