@@ -3,48 +3,84 @@
 - one node per component; components with several predecessors are `defer`red, so a join runs
   once, after every branch that runs has finished (RAGFlow has no join barrier: see
   docs/compatibility.md);
-- Switch and Categorize become conditional edges with a full path map, so exports show every branch;
-- an Iteration or Loop enters its start item, whose router either starts the next pass of the body
-  or leaves; body sinks return to the start item (the cycle);
+- Switch and Categorize route with `Command(goto=...)` to the targets in their `_next` output (the
+  plan's labelled edges are what exports draw). A conditional edge would cost LangGraph a fresh copy
+  of every channel at each routing step;
+- an Iteration or Loop enters its start item, which either starts the next pass of the body or
+  leaves (also a `Command`); body sinks return to the start item (the cycle);
 - `exception_method` becomes a node error handler, `max_retries` a RetryPolicy, and every node gets
   the component timeout (enforced by `Node.__call__`, bound here);
-- everything that ends the turn leads to a finish node that records the assistant turn. It is
-  deferred, so it waits for the branches still running; a join released in the same step runs
-  beside it and then triggers it again, so `finish_turn` lets a later run replace the answer and the
-  EventAdapter sends one `workflow_finished`, at the end of the stream.
+- the end of the turn records the assistant turn (`runtime.turn.finish_turn`). When no component
+  can start more than one other (no fan-out, the usual canvas), one component at a time runs, so the
+  one that leads to the end records it in its own step (`finish_after`). Otherwise everything that
+  ends the turn leads to a finish node, deferred so it waits for the branches still running; a join
+  released in the same step runs beside it and then triggers it again, so `finish_turn` lets a later
+  run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream.
 """
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
 from functools import partial
+from typing import Any, Callable
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 
 from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from nodes.errors import error_handler_for, retry_policy_for
-from runtime.state import LOOPS, build_state_schema, outputs_of
-from runtime.turn import finish_turn
+from runtime.state import LOOPS, OUTPUTS, build_state_schema
+from runtime.turn import finish_after, finish_turn
 
 FINISH = "__canvas_finish__"
 DEFAULT_TIMEOUT_S = 600.0
+Router = Callable[[dict, dict], list]       # (state, the node's update) -> component ids (or PLAN_FINISH)
 
 
 async def _finish(state: dict) -> dict:
     return finish_turn(state)
 
 
-def _route_by_next(component_id: str):
-    async def route(state: dict) -> list[str]:
-        return list(outputs_of(state, component_id).get("_next") or [])
+def _by_next(component_id: str) -> Router:
+    """Switch and Categorize: the targets their run chose."""
+    def route(state: dict, update: dict) -> list:
+        return list(((update.get(OUTPUTS) or {}).get(component_id) or {}).get("_next") or [])
     return route
 
 
-def _route_by_pass(container_id: str, body: list[str], exits: list[str]):
-    """A start item's router: the body for another pass, or the container's exits when done."""
-    async def route(state: dict) -> list[str]:
-        return exits if ((state.get(LOOPS) or {}).get(container_id) or {}).get("done") else body
+def _by_pass(container_id: str, body: list[str], exits: list[str]) -> Router:
+    """A start item: the body for another pass, or the container's exits when it is done."""
+    def route(state: dict, update: dict) -> list:
+        progress = {**((state.get(LOOPS) or {}).get(container_id) or {}),
+                    **((update.get(LOOPS) or {}).get(container_id) or {})}
+        return exits if progress.get("done") else body
     return route
+
+
+async def _step(node, state: dict, runtime, *, timeout: float | None, names: dict[str, str],
+                route: Router | None = None, ends: bool = False, inline_finish: bool = False) -> Any:
+    """A component that routes (Command goto) or whose step may end the turn (inline finish)."""
+    update = await type(node).__call__(node, state, runtime, timeout=timeout)
+    if route is None:
+        return finish_after(state, update) if ends else update
+    targets = route(state, update)
+    if inline_finish and PLAN_FINISH in targets:
+        update = finish_after(state, update)
+        targets = [t for t in targets if t != PLAN_FINISH]
+    return Command(update=update, goto=[names[t] for t in targets])
+
+
+def one_at_a_time(plan: Plan) -> bool:
+    """True when no component can start more than one other: no static fan-out, no route or error
+    goto with several targets. Then exactly one component runs at any time."""
+    static: dict[str, set] = defaultdict(set)
+    chosen: dict[tuple[str, str], set] = defaultdict(set)
+    for e in plan.edges:
+        if e.kind in STATIC_EDGES:
+            static[e.source].add(e.target)
+        else:                                   # a route, a pass of a container, an error goto
+            chosen[(e.source, e.kind + ":" + e.label)].add(e.target)
+    return all(len(t) <= 1 for t in static.values()) and all(len(t) <= 1 for t in chosen.values())
 
 
 def component_timeout() -> float | None:
@@ -61,36 +97,42 @@ def build_graph(plan: Plan) -> StateGraph:
     from runtime.context import RunContext
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext)
+    inline = one_at_a_time(plan)
     names = {**plan.node_names, PLAN_FINISH: FINISH}
     indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
     timeout = component_timeout()
+    routed: dict[str, list] = defaultdict(list)
+    for e in plan.edges:
+        if e.kind in CONDITIONAL_EDGES:
+            routed[e.source].append(e)
+    ends = {e.source for e in plan.edges if e.kind in STATIC_EDGES and e.target == PLAN_FINISH} if inline else set()
     for cid, node in plan.nodes.items():
         # a start item is entered once per turn (from its container) and re-entered from each body
         # sink; with several sinks it waits, like a join, until the pass's branches have all finished
         joins = indegree[cid] > (2 if node.role == "start" else 1)
-        # for partial(), LangGraph skips scanning the method's bytecode for subgraphs (that scan dominated
-        # compile time for large canvases). The component timeout is enforced inside Node.__call__
-        graph.add_node(names[cid], partial(type(node).__call__, node, timeout=timeout),
+        route = None
+        if cid in routed:
+            edges = routed[cid]
+            route = (_by_pass(node.parent_id, [e.target for e in edges if e.label != "done"],
+                              [e.target for e in edges if e.label == "done"])
+                     if node.role == "start" else _by_next(cid))
+        # a partial() (not a bound method or a closure): LangGraph then skips scanning the callable's
+        # bytecode for subgraphs, which dominated compile time for large canvases
+        if route is None and cid not in ends:
+            call = partial(type(node).__call__, node, timeout=timeout)
+        else:
+            call = partial(_step, node, timeout=timeout, names=names, route=route, ends=cid in ends,
+                           inline_finish=inline)
+        graph.add_node(names[cid], call,
                        defer=joins,
                        retry_policy=retry_policy_for(node),
-                       error_handler=error_handler_for(node, plan, names),
+                       error_handler=error_handler_for(node, plan, names, inline_finish=inline),
                        metadata={"component_id": cid, "component_type": node.component_type})
+    # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
     graph.add_node(FINISH, _finish, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
-
-    conditional: dict[str, list] = defaultdict(list)
     for e in plan.edges:
-        if e.kind in STATIC_EDGES:
+        if e.kind in STATIC_EDGES and not (e.target == PLAN_FINISH and inline):
             graph.add_edge(names[e.source], names[e.target])
-        elif e.kind in CONDITIONAL_EDGES:
-            conditional[e.source].append(e)
-    for source, edges in conditional.items():
-        node = plan.nodes[source]
-        if node.role == "start":
-            router = _route_by_pass(node.parent_id, [e.target for e in edges if e.label != "done"],
-                                    [e.target for e in edges if e.label == "done"])
-        else:
-            router = _route_by_next(source)
-        graph.add_conditional_edges(names[source], router, {e.target: names[e.target] for e in edges})
     return graph

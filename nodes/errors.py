@@ -106,11 +106,18 @@ def failure_outputs(node, error: BaseException) -> dict[str, Any]:
     return {"_created_time": now, "_ERROR": message, "_elapsed_time": 0.0}
 
 
-def error_handler_for(node, plan, names: dict[str, str]):
-    """The LangGraph error handler for a component with `exception_method`, or None."""
+def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = False):
+    """The LangGraph error handler for a component with `exception_method`, or None.
+
+    `names` maps component ids (and the plan's finish pseudo-target) to graph node names. With
+    `inline_finish` (see compiler/build.py) a handler whose way leads to the end of the turn records
+    it itself instead of going to the finish node.
+    """
     method = node.params.exception_method
     if not method:
         return None
+    from runtime.turn import finish_after
+    finish = names["__finish__"]             # the graph node the plan's end of the turn maps to
     goto = [names[t] for t in node.error_targets() if t in names]
     default = node.params.exception_default_value
     normal = [names[e.target] for e in plan.edges if e.source == node.id and e.kind in ("next", "exit", "loop", "enter")]
@@ -129,6 +136,10 @@ def error_handler_for(node, plan, names: dict[str, str]):
                            "_elapsed_time": outputs.get("_elapsed_time")}
             target = normal
         update = {OUTPUTS: {node.id: outputs}, LAST: {"component_id": node.id, "inputs": {}}}
-        return Command(update=update, goto=target or [names["__finish__"]])
+        target = target or [finish]
+        if inline_finish and finish in target:
+            update = finish_after(state, update)
+            target = [t for t in target if t != finish]
+        return Command(update=update, goto=target)
 
     return handle

@@ -7,8 +7,9 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
   generation: its `node_finished` waits until the Message that streams it reports the final
   content (RAGFlow's order: message..., message_end, node_finished(LLM), node_finished(Message));
 - custom items written by nodes are `message` / `message_end` events and usage counts;
-- the finish node's result becomes `workflow_finished`, sent by `end()` once the stream is over: the
-  finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
+- the end of the turn (a result that writes the history: the finish node's, or that of the
+  component that records it inline) becomes `workflow_finished`, sent by `end()` once the stream is
+  over: the finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
 """
 from __future__ import annotations
 
@@ -108,11 +109,10 @@ class EventAdapter:
         result = data.get("result") or {}
         if isinstance(result, list):      # some versions report writes as (channel, value) pairs
             result = dict(result)
-        if data["name"] == FINISH:
-            history = result.get(HISTORY) or []
+        if HISTORY in result:      # the end of the turn: by the finish node, or inline by the last component
+            history = result[HISTORY] or []
             self.answer = history[-1][1] if history else {}
             self.finished = True
-            return
         if node is None:
             return
         if node.id in self.starts:

@@ -61,6 +61,23 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False}}
 
 
+def finish_after(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`update` (a node's writes) plus the end of the turn, as the finish node would record it in the
+    next step: for a component whose step ends the turn when nothing else can be running."""
+    view = dict(state)
+    for key in (LAST, HISTORY, REQUEST):
+        if key in update:
+            view[key] = update[key]
+    if GLOBALS in update:
+        view[GLOBALS] = {**(state.get(GLOBALS) or {}), **(update[GLOBALS] or {})}
+    last = (view.get(LAST) or {}).get("component_id")
+    written = (update.get(OUTPUTS) or {}).get(last) if last else None
+    if written:
+        view[OUTPUTS] = {**(state.get(OUTPUTS) or {}), last: {**outputs_of(state, last), **written}}
+    finish = finish_turn(view)
+    return {**update, **finish, GLOBALS: {**(update.get(GLOBALS) or {}), **finish[GLOBALS]}}
+
+
 def resume_update(previous: Mapping[str, Any], *, query: str = "", inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a resuming request changes (SPEC 5.1): turns count, history and sys.query, not outputs."""
     globals_ = dict(previous.get(GLOBALS) or {})
