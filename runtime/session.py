@@ -152,18 +152,23 @@ class Runner:
     def _config(self, session_id: str) -> dict:
         return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
 
-    async def _open_turn(self, config: dict):
-        """The snapshot of an unfinished turn (paused, interrupted or failed), else None."""
+    async def _open_turn(self, config: dict, saved=None):
+        """The snapshot of an unfinished turn (paused, interrupted or failed), else None.
+
+        `saved` is the session's checkpoint tuple when the caller has read it already."""
         if self.checkpointer is None:
             return None
-        saved = await self.checkpointer.aget_tuple(config)
+        if saved is None:
+            saved = await self.checkpointer.aget_tuple(config)
         if not saved or not (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open"):
             return None
         return await self.graph.aget_state(config)
 
     async def _start(self, session_id: str, request: TurnRequest, config: dict):
         """The graph input for this request, and whether it resumes an earlier turn."""
-        snapshot = await self._open_turn(config)
+        # one read of the session serves both questions: is a turn open, and what did the last one leave
+        saved = await self.checkpointer.aget_tuple(config) if self.checkpointer is not None else None
+        snapshot = await self._open_turn(config, saved) if saved else None
         # `tasks`, not `next`: `next` leaves out tasks whose writes were saved, and a process killed after
         # a step's writes but before the next checkpoint leaves only such tasks
         if snapshot is not None and snapshot.tasks:
@@ -180,10 +185,7 @@ class Runner:
             if not any(t.error for t in snapshot.tasks):
                 self._held = _unsettled(snapshot, self._containers())
                 return None, "interruption"      # the process died mid-turn: continue from the checkpoint
-        values = None
-        if self.checkpointer is not None:
-            saved = await self.checkpointer.aget_tuple(config)
-            values = saved.checkpoint["channel_values"] if saved else None
+        values = saved.checkpoint["channel_values"] if saved else None
         return prepare_turn(values, initial_globals=self.compiled.plan.dsl.initial_globals(),
                             component_ids=self.compiled.component_ids, query=request.query,
                             inputs=request.inputs, user_id=request.user_id, files=request.files), None
