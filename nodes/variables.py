@@ -12,7 +12,7 @@ from compiler.plan import NodeConfigError
 from compiler.refs import Ref, Template
 from nodes.base import Node, Params, Result, bare_or_braced_ref, is_pending, require_ref, settle_pending, template
 from nodes.registry import register
-from runtime.state import GLOBALS, channel, outputs_of, with_outputs
+from runtime.state import GLOBALS, OUTPUTS, channel, outputs_of
 from runtime.values import as_json_text, render, resolve
 
 
@@ -128,10 +128,11 @@ class VariableAssigner(Node):
 
     def prepare(self) -> None:
         self.items: list[Assignment] = []
-        if not isinstance(self.params.variables, list):      # RAGFlow does nothing then
-            return
-        for i, item in enumerate(self.params.variables):
-            self.items.append(self._parse(i, item))
+        if isinstance(self.params.variables, list):      # RAGFlow does nothing otherwise
+            for i, item in enumerate(self.params.variables):
+                self.items.append(self._parse(i, item))
+        # what run() reads, de-duplicated once here rather than at every run (a Loop runs it per pass)
+        self.reads: list[Ref] = list({r.expr: r for _, r in self.references()}.values())
 
     def _parse(self, i: int, item: Any) -> Assignment:
         where = f"params.variables.{i}"
@@ -167,9 +168,9 @@ class VariableAssigner(Node):
         return refs
 
     async def run(self, state, ctx) -> Result:
-        refs = list({r.expr: r for _, r in self.references()}.values())
-        view, settled = await settle_pending(self, refs, state, ctx)
+        view, settled = await settle_pending(self, self.reads, state, ctx)
         view = dict(view)
+        view[OUTPUTS] = dict(view.get(OUTPUTS) or {})      # a private copy _write may update in place
         writes: dict[str, dict[str, Any]] = {k: dict(v) for k, v in settled.items()}
         for a in self.items:
             new = self._operate(a, resolve(view, a.target), view)
@@ -211,7 +212,7 @@ class VariableAssigner(Node):
         outputs = outputs_of(view, target.name)
         if target.path:
             value = nested_set(outputs.get(target.key, ""), target.path, value, f"{target.name}@{target.key}")
-        view.update(with_outputs(view, target.name, {target.key: value}))
+        view[OUTPUTS][target.name] = {**outputs, target.key: value}
         writes.setdefault(channel(target.name), {})[target.key] = value
 
 
