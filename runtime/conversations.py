@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from compiler import compile_dsl
-from runtime.session import Runner, TurnRejected, TurnRequest
+from runtime.session import Runner, TurnFailed, TurnRejected, TurnRequest
 from runtime.store import LEASE_SECONDS, Session, Store, process_owner
 
 log = logging.getLogger("canvas2graph.conversations")
@@ -228,7 +228,9 @@ class Conversations:
             stopping = True         # the server is stopping: the checkpoint keeps the turn for later
             raise
         except BaseException as e:  # noqa: BLE001 - every failure reaches the client, never the log only
-            if not isinstance(e, TurnRejected):
+            if isinstance(e, TurnFailed):
+                log.warning("turn on session %s failed: %s", sid, e)
+            elif not isinstance(e, TurnRejected):
                 log.exception("turn on session %s failed", sid)
             turn.queue.put_nowait(_Failure(e))
         finally:

@@ -42,8 +42,14 @@ def openai_frame(payload: Any) -> bytes:
     return b"data: " + dumps(payload) + b"\n\n"
 
 
+def failure_text(error: BaseException) -> str:
+    """Why a turn failed, for the client: the runtime's own message, or the exception's name and text."""
+    from runtime.session import TurnFailed
+    return str(error) if isinstance(error, TurnFailed) else f"{type(error).__name__}: {error}"
+
+
 def error_frame(error: BaseException) -> bytes:
-    return frame({"code": 500, "message": f"{type(error).__name__}: {error}", "data": False})
+    return frame({"code": 500, "message": failure_text(error), "data": False})
 
 
 class Answer:

@@ -55,7 +55,7 @@ async def answer(turn: Turn, *, stream: bool, style: str, return_trace: bool = F
     try:
         collected = await replies.collect(turn, return_trace)
     except Exception as e:      # noqa: BLE001 - the turn crashed (not a component failure: those are events)
-        raise ApiError(RetCode.SERVER_ERROR, f"the turn failed: {type(e).__name__}: {e}", status=500)
+        raise ApiError(RetCode.SERVER_ERROR, f"the turn failed: {replies.failure_text(e)}", status=500)
     return JSONResponse(ok(replies.json_reply(collected, turn, style)))
 
 

@@ -27,7 +27,8 @@ SSE_STREAM = re.compile(r"^(data:\{.*?\}\n\n)*data:\[DONE\]\n\n$", re.S)
 # The script every test server answers with: fixed replies for the components the tests name,
 # "Answer <n> from <component>." for the others.
 SCRIPT = {
-    "by_component": {"LLM:Draft": ["Coffee: wake up to flavor."], "LLM:Final": ["Coffee: bold mornings."]},
+    "by_component": {"LLM:Draft": ["Coffee: wake up to flavor."], "LLM:Final": ["Coffee: bold mornings."],
+                     "LLM:Fails": [{"error": "the provider is down"}]},
     "auto_reply": "Answer {n} from {component}.",
     "stream_chunks": 3,
 }
@@ -78,6 +79,14 @@ def chat_answer(turn: int) -> str:
     (SPEC section 10), and canvas2graph does the same."""
     return f"Turn{turn}:Answer 1 from LLM:A."
 
+
+# begin -> LLM:Fails (its model call fails) -> Message:M
+FAILING_DSL = {"components": {
+    "begin": cpn("Begin", {}, ["LLM:Fails"]),
+    "LLM:Fails": cpn("LLM", {"llm_id": "gpt-4o@OpenAI", "prompts": [{"role": "user", "content": "{sys.query}"}]},
+                     ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["{LLM:Fails@content}"]}),
+}}
 
 BROKEN_DSL = {"components": {
     "begin": cpn("Begin", {}, ["Message:M"]),

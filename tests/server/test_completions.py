@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tests.server.helpers import (
-    CHAT_DSL, DRAFT, chat_answer, FEEDBACK_DSL, FINAL, TIPS, TWO_STEP_DSL, texts,
+    CHAT_DSL, DRAFT, chat_answer, FAILING_DSL, FEEDBACK_DSL, FINAL, TIPS, TWO_STEP_DSL, texts,
 )
 
 CHAT = "/agents/chat/completions"
@@ -78,6 +78,17 @@ def test_the_message_log_records_every_turn(alice):
         ("user", "one"), ("assistant", chat_answer(1)),
         ("user", "two"), ("assistant", chat_answer(2)),
     ]
+
+
+def test_a_failing_component_is_reported_in_the_reply_and_the_session_goes_on(alice):
+    agent_id = alice.agent(FAILING_DSL)
+    sid = alice.session(agent_id)["id"]
+    events = alice.stream(CHAT, {"agent_id": agent_id, "session_id": sid, "query": "hi", "stream": True})
+    failed = [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["error"]]
+    assert [f["component_id"] for f in failed] == ["LLM:Fails"] and "the provider is down" in failed[0]["error"]
+    data = alice.ok("POST", CHAT, {"agent_id": agent_id, "session_id": sid, "query": "again"})
+    assert data["session_id"] == sid          # a new turn ran (and failed the same way) on the same session
+    assert len(alice.ok("GET", f"/agents/{agent_id}/sessions/{sid}")["messages"]) == 5
 
 
 # --- pauses -----------------------------------------------------------------------------------------
