@@ -32,8 +32,8 @@ SCRIPT = {
     "auto_reply": "Answer {n} from {component}.",
     "stream_chunks": 3,
 }
-# A model that takes its time: each streamed piece (one word) 150 ms apart.
-SLOW_SCRIPT = {**SCRIPT, "stream_chunks": 50, "chunk_interval_ms": 150}
+# A model that takes its time: each streamed piece (one word) 250 ms apart, so a test can act mid-turn.
+SLOW_SCRIPT = {**SCRIPT, "stream_chunks": 50, "chunk_interval_ms": 250}
 
 
 def cpn(name: str, params: dict | None = None, downstream: list | None = None) -> dict:

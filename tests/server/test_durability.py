@@ -1,6 +1,6 @@
 """Sessions outlive servers and clients: restarts, kills, two servers on PostgreSQL, disconnects, cancels.
 
-The servers here answer with a model that takes its time (150 ms per streamed word), so a test can act
+The servers here answer with a model that takes its time (250 ms per streamed word), so a test can act
 while a turn runs: kill the server, drop the connection, or cancel the turn.
 """
 from __future__ import annotations
