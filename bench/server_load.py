@@ -21,7 +21,7 @@ import asyncio
 import json
 import os
 import platform
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -214,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.terminate()
         server.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
     delays = [d for o in outputs for d in o["delays"]]
     starts = [s for o in outputs for s in o["starts"]]
     errors = [e for o in outputs for e in o["errors"]]
