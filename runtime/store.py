@@ -150,9 +150,8 @@ class _Sqlite:
 
     async def setup(self, statements: Iterable[str]) -> None:
         async with self.lock:
-            # WAL with synchronous=NORMAL loses no committed transaction when the process dies (only
-            # on an OS crash or power loss), and spares an fsync per checkpoint
-            await self.conn.execute("PRAGMA synchronous=NORMAL")
+            # WAL and `synchronous` are set by open_checkpointer; another process (a second server,
+            # `canvas2graph tokens`) may write the same file, so wait for it rather than fail
             await self.conn.execute("PRAGMA busy_timeout=30000")
             for sql in statements:
                 await self.conn.execute(sql)
