@@ -29,7 +29,6 @@ REGISTRY: dict[str, ComponentSpec] = {}
 # Names RAGFlow knows (SPEC 2.2, 3.16, 3.17) that this version cannot run yet; a DSL using them
 # gets an "unsupported" diagnostic instead of "unknown component".
 KNOWN_ELSEWHERE = {
-    "Invoke", "CodeExec", "ExeSQL", "Email",
     "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
     "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
     # ingestion-pipeline components (rag/flow): a dataflow canvas, not an agent
@@ -78,6 +77,7 @@ def _load_families() -> None:
     import nodes.loop  # noqa: F401
     import nodes.fillup  # noqa: F401
     import nodes.retrieval  # noqa: F401
+    import nodes.invoke  # noqa: F401
     import nodes.agent  # noqa: F401
     import nodes.tools
     nodes.tools.load_all()

@@ -195,7 +195,7 @@ def test_frontend_operators_without_an_engine_class_are_reported(name):
     assert f"'{name}'" in d.message and "cannot run" in d.message
 
 
-@pytest.mark.parametrize("name", ["Invoke", "CodeExec", "Jin10", "TokenChunker"])
+@pytest.mark.parametrize("name", ["Invoke", "Jin10", "TokenChunker"])
 def test_ragflow_components_this_version_cannot_run_are_unsupported(name):
     d = only(dsl(**{f"{name}:A": cpn(name)}), "unsupported")
     assert (d.component_id, d.field) == (f"{name}:A", "obj.component_name")

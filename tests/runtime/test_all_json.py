@@ -3,9 +3,9 @@
 `all.json` (../shared/ragflow/examples) is a menu: `UserFillUp:Menu` asks for a demo name and
 `Switch:Route` sends the run to one demo branch. Two of its defects are real (SPEC 9.1, 10.16):
 `Loop:InputUntil1` has an empty loop variable and the fifth case of `Switch:Route` also leads to
-`CodeExec:FunnyBroomsShare`, which does not exist. Some components (CodeExec, ...) are not
-supported by this version yet. The tests repair a copy and run the Loop demo (UserFillUp, Switch,
-ExitLoop, across several paused turns) and the Iteration demo (StringTransform split and merge).
+`CodeExec:FunnyBroomsShare`, which does not exist. The tests repair a copy and run the Loop demo
+(UserFillUp, Switch, ExitLoop, across several paused turns), the Iteration demo (StringTransform split
+and merge) and the Code demo (CodeExec reading a UserFillUp value).
 
 The repaired canvas, as far as the tests use it:
 
@@ -128,7 +128,6 @@ def test_the_switch_case_leading_to_a_missing_codeexec_is_reported(source):
 def test_every_other_error_names_a_component_this_version_does_not_run(source):
     _, diags = diagnose(source)
     others = [d for d in diags if d.severity == "error" and d.code not in ("dangling-route", "invalid-param")]
-    assert others, "all.json uses CodeExec, which is not supported yet"
     for d in others:
         assert (d.code, d.field) == ("unsupported", "obj.component_name"), str(d)
         assert lookup(source["components"][d.component_id]["obj"]["component_name"]) is None
@@ -232,6 +231,16 @@ async def test_the_iteration_demo_formats_every_item_of_the_csv(chat):
     t = trace(events)
     assert t.index("node_finished:Iteration:IterateList") < t.index("node_started:Message:IterDone")
     assert final_content(events) == '迭代结束。\n输入数组:["x", "y", "z"]\n格式化输出(lines):["0: x", "1: y", "2: z"]'
+
+
+async def test_the_code_demo_doubles_the_number_with_codeexec(chat, tmp_path, monkeypatch):
+    monkeypatch.setenv("CANVAS2GRAPH_ARTIFACTS_DIR", str(tmp_path))
+    await chat.turn("hi")
+    events = await chat.turn(demo="code")
+    events = await chat.turn(x=21)
+    assert chat.status == "finished"
+    assert finished(events, "CodeExec:Double")[0]["outputs"]["result"] == 42
+    assert final_content(events) == "输入 x=21\nCodeExec.result=42\nERROR="
 
 
 async def test_one_session_runs_the_loop_demo_then_the_iteration_demo(chat):

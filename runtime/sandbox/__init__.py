@@ -1,0 +1,35 @@
+"""Code execution for CodeExec: a local child process or RAGFlow's remote sandbox, chosen by a policy.
+
+`run_code(lang, code, arguments, policy)` returns an `Execution` (status, stdout, stderr, the value
+`main` returned, artifacts). The script's own failures (errors, time and memory limits) are
+executions with a non-success status; `CodeRefused` and `SandboxUnavailable` mean the code could
+not be run at all.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.sandbox.artifacts import ArtifactStoreError, attachment_content, store_artifacts
+from runtime.sandbox.local import run_local
+from runtime.sandbox.policy import CodePolicy, CodePolicyError
+from runtime.sandbox.remote import SandboxUnavailable, run_remote
+from runtime.sandbox.types import ARTIFACT_TYPES, Artifact, Execution, normalize_language
+
+
+class CodeRefused(Exception):
+    """Local execution is switched off and no remote sandbox is configured."""
+
+
+async def run_code(lang: str, code: str, arguments: dict[str, Any], policy: CodePolicy) -> Execution:
+    language = normalize_language(lang)          # ValueError names the language
+    if policy.remote:
+        return await run_remote(language, code, arguments, policy)
+    if not policy.allow_local:
+        raise CodeRefused("running code on this machine is disabled here and no code sandbox is configured "
+                          "(set CANVAS2GRAPH_SANDBOX_URL to a RAGFlow sandbox executor manager)")
+    return await run_local(language, code, arguments, policy)
+
+
+__all__ = ["run_code", "CodePolicy", "CodePolicyError", "CodeRefused", "SandboxUnavailable", "Execution",
+           "Artifact", "ARTIFACT_TYPES", "ArtifactStoreError", "store_artifacts", "attachment_content",
+           "normalize_language"]

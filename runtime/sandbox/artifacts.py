@@ -1,0 +1,87 @@
+"""Artifacts kept after the run: stored in the artifacts folder and described as RAGFlow describes them.
+
+RAGFlow uploads each artifact to its object store and links it as `/api/v1/documents/artifact/<name>`.
+Here an artifact is written to the policy's artifacts folder under a fresh name, and linked by the
+policy's URL prefix (a server that serves the folder sets it) or, by default, by its `file://` URI.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from runtime.sandbox.policy import CodePolicy
+from runtime.sandbox.types import Artifact
+
+TEXT_PREVIEW_CHARS = 20_000      # what `_ATTACHMENT_CONTENT` keeps of one text artifact
+
+
+class ArtifactStoreError(Exception):
+    pass
+
+
+def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[str, Any]]:
+    """Write each artifact to the artifacts folder: [{name, url, mime_type, size, path}]."""
+    if not artifacts:
+        return []
+    folder = policy.artifacts_path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArtifactStoreError(f"cannot create the artifacts folder {folder}: {e.strerror or e}") from None
+    stored = []
+    for art in artifacts:
+        storage_name = uuid.uuid4().hex + PurePosixPath(art.name).suffix.lower()
+        path = folder / storage_name
+        try:
+            path.write_bytes(art.data)
+        except OSError as e:
+            raise ArtifactStoreError(f"cannot store artifact {art.name} in {folder}: {e.strerror or e}") from None
+        url = policy.artifact_url.rstrip("/") + "/" + storage_name if policy.artifact_url else path.resolve().as_uri()
+        stored.append({"name": art.name, "url": url, "mime_type": art.mime_type, "size": art.size, "path": str(path)})
+    return stored
+
+
+def attachment_kind(name: str, mime_type: str) -> str:
+    mime = (mime_type or "").lower()
+    if mime.startswith("image/"):
+        return "image"
+    kinds = {"application/pdf": "pdf", "text/csv": "csv", "application/json": "json", "text/html": "html"}
+    return kinds.get(mime) or PurePosixPath(name).suffix.lower().lstrip(".") or "file"
+
+
+def attachment_content(artifacts: list[Artifact], stored: list[dict[str, Any]]) -> str:
+    """`_ATTACHMENT_CONTENT`: a count, then one section per artifact with its text where it has some.
+
+    RAGFlow parses each file with its document parsers; here text files (CSV, JSON, HTML, SVG) give
+    their text, PDFs the text pypdf extracts, and images their name and link.
+    """
+    sections = []
+    for idx, (art, where) in enumerate(zip(artifacts, stored), start=1):
+        kind = attachment_kind(art.name, art.mime_type)
+        body = _text_of(art, Path(where["path"])) if where.get("path") else None
+        if not body:
+            body = f"{kind} file, {art.size} bytes: {where['url']}"
+        sections.append(f"attachment{idx} ({kind}): {art.name}\n{body}".strip())
+    if not sections:
+        return "attachment_count: 0"
+    return f"attachment_count: {len(sections)}\n\n" + "\n\n".join(sections)
+
+
+def _text_of(art: Artifact, path: Path) -> str:
+    suffix = PurePosixPath(art.name).suffix.lower()
+    try:
+        if suffix in (".html", ".pdf"):
+            from runtime.retrieval.indexing import read_sections
+            text = "\n".join(s.text for s in read_sections(path))
+        elif suffix == ".json":
+            text = json.dumps(json.loads(art.data.decode("utf-8")), ensure_ascii=False, indent=2)
+        elif suffix in (".csv", ".svg"):
+            text = art.data.decode("utf-8", errors="replace")
+        else:
+            return ""
+    except Exception:         # a damaged file still gets its section, with the link instead of text
+        return ""
+    text = text.strip()
+    return text if len(text) <= TEXT_PREVIEW_CHARS else text[:TEXT_PREVIEW_CHARS] + "\n[...]"
