@@ -28,7 +28,7 @@ REAL_DEFECTS = {
                  ("invalid-param", "Loop:InputUntil1", "params.loop_variables")},
 }
 COMPILES = {"customer_feedback_dispatcher.json", "cajal_scientific_paper_agent.json", "smart_customer_service_specialist.json",
-            "user_interaction.json", "agent_msg.json", "deep_research.json"}
+            "user_interaction.json", "agent_msg.json", "deep_research.json", "data_analysis_beginner_assistant.json"}
 
 FILES = shared_json_params("templates", "examples")
 

@@ -22,6 +22,7 @@ EXPECTED_LEVEL = {
     "aggregator": "order",
     "data_nodes": "order",
     "template_customer_feedback_dispatcher": "order",
+    "template_data_analysis_beginner_assistant": "order",
     "iteration": "order",
     "loop": "order",
     "userfillup": "order",
