@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 from bs4 import BeautifulSoup
@@ -190,7 +190,8 @@ class Invoke(Node):
                    for name, value in self.headers.items()}
         request: dict[str, Any] = {"headers": headers}
         if p.method == "get":
-            request["params"] = pairs(args)
+            # after the URL's own query parameters, as RAGFlow's client adds them (httpx would replace them)
+            request["params"] = parse_qsl(urlsplit(url).query, keep_blank_values=True) + pairs(args)
         elif p.datatype == "json":
             request["json"] = args
         else:

@@ -52,13 +52,18 @@ def public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-async def pinned_address(host: str, port: int, component: str) -> str:
-    """The one address to connect to for `host`: resolved once, refused unless every address is public."""
+async def resolve(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to, in the resolver's order."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         raise ToolError(f"cannot resolve the host {host!r}: {e.strerror or e}") from None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+async def pinned_address(host: str, port: int, component: str) -> str:
+    """The one address to connect to for `host`: resolved once, refused unless every address is public."""
+    addresses = await resolve(host, port)
     if not addresses:
         raise ToolError(f"cannot resolve the host {host!r}")
     for address in addresses:

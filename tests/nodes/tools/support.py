@@ -90,7 +90,7 @@ class FakeService:
                 except (BrokenPipeError, ConnectionResetError):
                     pass                        # the client gave up (a timeout test)
 
-            do_GET = do_POST = _serve
+            do_GET = do_POST = do_PUT = _serve
 
             def log_message(self, *args) -> None:
                 pass
