@@ -50,6 +50,10 @@ BLOCKS = ("p", "div", "section", "article", "main", "header", "footer", "nav", "
           "pre", "blockquote", "figcaption", "h1", "h2", "h3", "h4", "h5", "h6", "dt", "dd", "form")
 
 
+# what another attempt may get past: timeouts, refused or dropped connections, a proxy that failed
+RETRIED = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError)
+
+
 class InvokeError(Exception):
     """The request failed (after its retries); the message is the component's `_ERROR`."""
 
@@ -201,11 +205,13 @@ class Invoke(Node):
             try:
                 response = await send(p.method.upper(), url, request, p, ctx)
                 break
-            except (httpx.TimeoutException, httpx.TransportError) as e:
+            except RETRIED as e:
                 if attempt == attempts:
                     tries = f" ({attempts} attempts)" if attempts > 1 else ""
                     raise InvokeError(describe(e, url, p.timeout) + tries) from None
                 await asyncio.sleep(p.delay_after_error)
+            except httpx.HTTPError as e:          # a bad header value, an undecodable answer: no retry helps
+                raise InvokeError(f"the request to {where(url)} failed: {e or type(e).__name__}") from None
         text = response.text
         return Result(outputs={"result": html_text(text) if p.clean_html else text}, inputs=inputs, writes=writes)
 
