@@ -195,7 +195,7 @@ def test_frontend_operators_without_an_engine_class_are_reported(name):
     assert f"'{name}'" in d.message and "cannot run" in d.message
 
 
-@pytest.mark.parametrize("name", ["Invoke", "Jin10", "TokenChunker"])
+@pytest.mark.parametrize("name", ["Browser", "Jin10", "TokenChunker"])
 def test_ragflow_components_this_version_cannot_run_are_unsupported(name):
     d = only(dsl(**{f"{name}:A": cpn(name)}), "unsupported")
     assert (d.component_id, d.field) == (f"{name}:A", "obj.component_name")
@@ -484,8 +484,8 @@ def test_branch_targets_are_reachable_through_the_branch_not_downstream():
 
 
 def test_successors_of_an_unsupported_component_are_not_reported_unreachable():
-    doc = dsl(**{"Invoke:A": cpn("Invoke", {"url": "http://127.0.0.1"}, ["Message:Out"]), "Message:Out": MSG})
-    assert [(d.code, d.component_id) for d in diagnostics(doc)] == [("unsupported", "Invoke:A")]
+    doc = dsl(**{"Browser:A": cpn("Browser", {"max_steps": 3}, ["Message:Out"]), "Message:Out": MSG})
+    assert [(d.code, d.component_id) for d in diagnostics(doc)] == [("unsupported", "Browser:A")]
 
 
 def test_a_downstream_cycle_is_an_error_naming_its_members():
@@ -502,7 +502,7 @@ def test_a_self_loop_is_a_cycle():
 
 
 def test_a_cycle_through_an_unsupported_component_is_still_found():
-    doc = dsl(**{"Invoke:A": cpn("Invoke", {}, ["Message:B"]), "Message:B": cpn("Message", {"content": ["b"]}, ["Invoke:A"])})
+    doc = dsl(**{"Browser:A": cpn("Browser", {}, ["Message:B"]), "Message:B": cpn("Message", {"content": ["b"]}, ["Browser:A"])})
     assert codes(doc) == {"unsupported", "cycle"}
 
 
