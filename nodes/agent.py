@@ -23,6 +23,7 @@ from nodes.prompts import citation_pass, citation_rules, force_json, full_questi
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime.models import ModelConfigError
 from nodes.tool import Tool, as_text, formalize
+from nodes.tools.code_exec import artifact_markdown
 from nodes.mcp_tools import build_mcp_tools, call_mcp_tool, is_mcp_tool, mcp_sessions
 from runtime.state import REFERENCE, merge_reference
 from runtime.values import PENDING, ref_values
@@ -113,6 +114,7 @@ class Agent(LLM):
         sink: dict[str, Any] = {}
         async for _ in self.rounds(messages, ctx, sink, state, stream=False):
             pass
+        _append_artifacts(sink)
         outputs: dict[str, Any] = {"content": sink["answer"]}
         if self.schema is not None:
             outputs = {"structured": await self._structured(sink["answer"], ctx)}
@@ -165,16 +167,18 @@ class Agent(LLM):
         async for piece in self.rounds(messages, ctx, sink, state, stream=True):
             if cited or not need_citations():
                 yield piece
-        if cited or not need_citations():
-            return
-        sources = formalize(list(store()["chunks"].values()))
-        history = to_langchain(citation_pass(sources) + [{"role": "user", "content": sink["answer"]}])
-        text: list[str] = []
-        async for piece, _ in self._call(self._model(ctx, tools=False), history, True):
-            if piece is not None:
-                text.append(piece)
-                yield piece
-        sink["answer"] = _answer("".join(text))
+        if not cited and need_citations():
+            sources = formalize(list(store()["chunks"].values()))
+            history = to_langchain(citation_pass(sources) + [{"role": "user", "content": sink["answer"]}])
+            text: list[str] = []
+            async for piece, _ in self._call(self._model(ctx, tools=False), history, True):
+                if piece is not None:
+                    text.append(piece)
+                    yield piece
+            sink["answer"] = _answer("".join(text))
+        extra = _append_artifacts(sink)
+        if extra:
+            yield extra
 
     async def _full_question(self, messages: list[dict], ctx) -> str:
         model = self._model(ctx, tools=False)
@@ -267,9 +271,12 @@ class Agent(LLM):
                 if scripted is not None:
                     return as_text(scripted.get("return", "")) if isinstance(scripted, dict) else str(scripted)
                 return await component.as_tool(call.get("args") or {}, ctx, state)
-            _, reference, text = await component.call(call.get("args") or {}, ctx, function_name=call["name"])
+            outputs, reference, text = await component.call(call.get("args") or {}, ctx,
+                                                            function_name=call["name"], state=state)
         except Exception as e:       # the model reads the failure and may recover, as in RAGFlow
             return f"{component.component_type} error: {e}"
+        if isinstance(outputs, dict) and outputs.get("_ARTIFACTS"):      # CodeExec's files, shown after the answer
+            sink.setdefault("artifacts", []).extend(outputs["_ARTIFACTS"])
         if reference["chunks"]:
             sink["reference"] = merge_reference(sink.get("reference") or {}, reference)
         return text
@@ -291,6 +298,16 @@ class Agent(LLM):
         async for _ in self.rounds(messages, ctx, sink, state, stream=False):
             pass
         return sink["answer"]
+
+
+def _append_artifacts(sink: dict) -> str:
+    """Add the markdown of the tools' artifacts to sink["answer"] (SPEC 7); returns what was added."""
+    markdown = artifact_markdown(sink.get("artifacts"), sink["answer"])
+    if not markdown:
+        return ""
+    extra = "\n\n" + markdown
+    sink["answer"] += extra
+    return extra
 
 
 def _answer(text: str) -> str:

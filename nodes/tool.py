@@ -125,12 +125,13 @@ class Tool(Node):
             writes[REFERENCE] = reference
         return Result(outputs=outputs, inputs=args, writes=writes)
 
-    async def call(self, args: dict, ctx, *, function_name: str | None = None,
-                   retry: bool = True) -> tuple[dict, dict, str]:
+    async def call(self, args: dict, ctx, *, function_name: str | None = None, retry: bool = True,
+                   state: Mapping[str, Any] | None = None) -> tuple[dict, dict, str]:
         """One execution: (outputs, reference-store entries, text for the model).
 
         Scripted `tool_results` replace the execution. With `retry`, failures are retried
-        `max_retries` times `delay_after_error` apart and then raised.
+        `max_retries` times `delay_after_error` apart and then raised. `state` is the canvas an
+        Agent runs in, for tools that also read canvas references (CodeExec); others ignore it.
         """
         script = getattr(ctx, "script", None)
         if script is not None:

@@ -79,7 +79,7 @@ class Email(Tool):
         "subject": ToolArg("string", "The subject line of the email.", default=""),
     }
 
-    async def call(self, args: dict, ctx, *, function_name: str | None = None, retry: bool = True):
+    async def call(self, args: dict, ctx, *, function_name: str | None = None, retry: bool = True, state=None):
         """As an Agent tool, retry only what may pass on another try (an unreachable server, a 4xx
         answer): a refused login or recipient fails at once, as in RAGFlow."""
         retries = self.params.max_retries if retry else 0

@@ -338,6 +338,33 @@ async def test_scripted_tool_results_replace_the_execution(tmp_path):
     assert not marker.exists()
 
 
+CHART_CALL = calls(CHART_SCRIPT.replace("def main(width, height):", "def main(width=3, height=2):"))
+
+
+async def test_the_agents_answer_ends_with_the_artifacts_it_streams_as_markdown(tmp_path):
+    events, _ = await run(agent_dsl(CODE_TOOL, cite=False), "plot", {"replies": [CHART_CALL, "Here is the chart."]})
+    answer = events[-1]["data"]["outputs"]["content"]
+    png, csv = sorted((tmp_path / "artifacts").iterdir(), key=lambda p: p.suffix != ".png")
+    assert answer.endswith(f"Here is the chart.\n\n![chart.png](file://{png})\n\n[Download table.csv](file://{csv})")
+    assert "".join(e["data"]["content"] for e in events if e["event"] == "message") == answer
+
+
+async def test_a_blocking_agent_adds_the_artifacts_to_its_content(tmp_path):
+    dsl = agent_dsl(CODE_TOOL, cite=False)
+    dsl["components"]["Agent:A"]["downstream"] = []
+    del dsl["components"]["Message:M"]
+    events, _ = await run(dsl, "plot", {"replies": [CHART_CALL, "Done."]})
+    content = finished(events, "Agent:A")["outputs"]["content"]
+    assert content.startswith("Done.\n\n![chart.png](file://") and "[Download table.csv](file://" in content
+
+
+async def test_the_agents_code_reads_its_arguments_from_the_canvas():
+    tool = {**CODE_TOOL, "params": {"arguments": {"question": "sys.query"}}}
+    script = {"replies": [calls("def main(question):\n    return {'asked': question}\n"), "ok"]}
+    _, s = await run(agent_dsl(tool), "how tall is K2?", script)
+    assert tool_results(s)[0]["result"] == {"asked": "how tall is K2?"}
+
+
 def test_the_command_line_runs_an_agent_whose_code_writes_a_chart(tmp_path):
     """`canvas2graph run` as a user runs it: the default policy runs the code locally, the chart is stored."""
     dsl_path, script_path, store = tmp_path / "agent.json", tmp_path / "script.json", tmp_path / "charts"
@@ -354,7 +381,7 @@ def test_the_command_line_runs_an_agent_whose_code_writes_a_chart(tmp_path):
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert events[-1]["event"] == "workflow_finished"
-    assert events[-1]["data"]["outputs"]["content"].endswith("Here is the chart.")
+    assert "Here is the chart.\n\n![chart.png](file://" in events[-1]["data"]["outputs"]["content"]
     assert sorted(p.suffix for p in store.iterdir()) == [".csv", ".json", ".png"]
     assert next(store.glob("*.png")).read_bytes().startswith(PNG_SIGNATURE)
     seen_env = json.loads(next(store.glob("*.json")).read_text())
