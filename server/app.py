@@ -12,7 +12,7 @@ from runtime.store import open_store
 from server.config import ModelSource, ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
-from server.routes import agents, completions, graphs
+from server.routes import agents, artifacts, completions, graphs
 from server.services import RunServices
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
@@ -58,6 +58,8 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(agents.router)
     app.include_router(completions.router)
     app.include_router(graphs.router)
+    app.include_router(artifacts.router)
+    app.state.code_policy = run_services.code_policy
 
     @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")
     async def health():

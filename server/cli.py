@@ -73,10 +73,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config)
     from runtime.mcp import MCPConfigError
+    from runtime.sandbox import CodePolicyError
     from runtime.scripted import ScriptError
     try:
         app = create_app(config)
-    except (MCPConfigError, ScriptError) as e:
+    except (MCPConfigError, CodePolicyError, ScriptError) as e:
         raise UsageError(str(e))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0

@@ -2,9 +2,9 @@
 
 Success is `{"code": 0, "data": ...}`; failure `{"code": <RetCode>, "message": ...}` (plus `data` where
 it helps, e.g. a DSL's diagnostics). RAGFlow answers both with HTTP 200, and its clients read the
-code, so the RAGFlow routes do the same. The compile-and-run routes (`/api/v1/graphs/...`) and the
-OpenAI-compatible mode also set a matching HTTP status, because their clients (the `openai` package,
-plain HTTP tools) look at the status first.
+code, so the RAGFlow routes do the same. The compile-and-run routes (`/api/v1/graphs/...`), the
+OpenAI-compatible mode and the artifact downloads also set a matching HTTP status, because their
+clients (the `openai` package, plain HTTP tools, browsers) look at the status first.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def ok(data: Any = True, **extra: Any) -> dict:
 
 def wants_http_status(request: Request) -> bool:
     path = request.url.path
-    return (path.startswith(("/api/v1/graphs", "/api/v1/agents_openai"))
+    return (path.startswith(("/api/v1/graphs", "/api/v1/agents_openai", "/api/v1/documents/artifact"))
             or getattr(request.state, "openai", False))
 
 

@@ -2,9 +2,12 @@
 retrieval backend (opened at the first run that retrieves, as `canvas2graph run` opens it per run)."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from runtime.sandbox import CodePolicy
 from server.config import ServerConfig
+from server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
 
 
 class RunServices:
@@ -12,11 +15,15 @@ class RunServices:
 
     def __init__(self, config: ServerConfig, extra: dict[str, Any] | None = None):
         self.config = config
-        self.base: dict[str, Any] = {"code": {"allow_local": config.allow_local_code}}
+        code: dict[str, Any] = {"allow_local": config.allow_local_code}
+        if not os.environ.get("CANVAS2GRAPH_ARTIFACT_URL"):
+            code["artifact_url"] = ARTIFACT_ROUTE         # answers link artifacts to this server, which serves them
+        self.base: dict[str, Any] = {"code": code}
         if config.mcp_config:
             from runtime.mcp import MCPServers
             self.base["mcp"] = MCPServers.load(config.mcp_config)       # MCPConfigError names the file and field
         self.base.update(extra or {})
+        self.code_policy = CodePolicy.resolve(self.base["code"])      # CodePolicyError names the field
         self._retrieval = None
 
     def __call__(self, compiled) -> dict[str, Any]:

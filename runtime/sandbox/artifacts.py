@@ -7,6 +7,7 @@ policy's URL prefix (a server that serves the folder sets it) or, by default, by
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -17,8 +18,20 @@ from runtime.sandbox.types import Artifact
 TEXT_PREVIEW_CHARS = 20_000      # what `_ATTACHMENT_CONTENT` keeps of one text artifact
 
 
+STORED_NAME = re.compile(r"^[0-9a-f]{32}(\.[a-z0-9]{1,8})?$")    # what store_artifacts names a file
+
+
 class ArtifactStoreError(Exception):
     pass
+
+
+def stored_artifact(name: str, policy: CodePolicy) -> Path | None:
+    """The file `store_artifacts` stored as `name`, or None (an unknown name, or one that is not a
+    stored name at all: nothing outside the artifacts folder can be reached through it)."""
+    if not STORED_NAME.match(name):
+        return None
+    path = policy.artifacts_path / name
+    return path if path.is_file() else None
 
 
 def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[str, Any]]:

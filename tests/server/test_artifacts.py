@@ -1,0 +1,59 @@
+"""Files a CodeExec script writes are served by the server that ran it, at the path RAGFlow links
+them by, and the answer links them there."""
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.server.helpers import Api, Server, cpn, make_token
+
+CHART = ("def main():\n"
+         "    open('artifacts/chart.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + b'0' * 16)\n"
+         "    open('page.html', 'w').write('<script>alert(1)</script>')\n"
+         "    return {'ok': True}\n")
+SCRIPT = {"replies": [{"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": CHART}}]},
+                      "Here it is."]}
+DSL = {"components": {
+    "begin": cpn("Begin", {}, ["Agent:A"]),
+    "Agent:A": cpn("Agent", {"llm_id": "m@OpenAI", "sys_prompt": "Use code.", "cite": False,
+                             "prompts": [{"role": "user", "content": "{sys.query}"}],
+                             "tools": [{"component_name": "CodeExec", "name": "CodeExec", "params": {}}]},
+                   ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["{Agent:A@content}"]}),
+}}
+LINK = re.compile(r"\((/api/v1/documents/artifact/[0-9a-f]{32}\.(png|html))\)")
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("artifacts")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CANVAS2GRAPH_ARTIFACTS_DIR", str(tmp / "store"))
+        mp.delenv("CANVAS2GRAPH_ARTIFACT_URL", raising=False)
+        mp.delenv("CANVAS2GRAPH_SANDBOX_URL", raising=False)
+        db = str(tmp / "server.db")
+        with Server(db, tmp, SCRIPT, "--allow-local-code") as server:
+            client = Api(server, make_token(db, "alice"))
+            yield client
+            client.close()
+
+
+def test_the_answer_links_the_files_to_this_server_which_serves_them(api):
+    agent_id = api.agent(DSL)
+    answer = api.ok("POST", "/agents/chat/completions", {"agent_id": agent_id, "query": "plot"})["data"]["content"]
+    assert "Here it is.\n\n![chart.png](/api/v1/documents/artifact/" in answer
+    links = dict((kind, path) for path, kind in LINK.findall(answer))
+    png = httpx.get(api.server.url + links["png"])          # no token: a browser showing the image sends none
+    assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+    assert png.content.startswith(b"\x89PNG")
+    page = httpx.get(api.server.url + links["html"])
+    assert page.headers["content-disposition"].startswith("attachment")     # saved, never run on this origin
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize("name", ["0" * 32 + ".png", "..%2Fserver.db", "server.db", "x" * 32])
+def test_only_stored_names_are_served(api, name):
+    reply = httpx.get(f"{api.server.url}/api/v1/documents/artifact/{name}")
+    assert reply.status_code == 404 and reply.json()["code"] == 404
