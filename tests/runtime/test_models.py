@@ -1,12 +1,9 @@
 """runtime.models: llm_id -> ChatOpenAI resolution. No test talks to a real provider."""
 from __future__ import annotations
 
-import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -15,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from langchain_openai import ChatOpenAI  # noqa: E402
 
+from tests.openai_server import OpenAIServer  # noqa: E402
 from runtime.models import (  # noqa: E402
     ModelConfigError,
     ModelFactory,
@@ -348,72 +346,16 @@ def test_script_replaces_every_model() -> None:
 ANSWER = "Hello from the fake server"
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    requests: list[dict[str, Any]] = []
-
-    def log_message(self, *args: Any) -> None:  # keep pytest output clean
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server API)
-        if self.path != "/v1/chat/completions":
-            self.send_error(404)
-            return
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.requests.append({"body": body, "auth": self.headers.get("Authorization")})
-        base = {"id": "chatcmpl-1", "created": 1700000000, "model": body["model"]}
-        usage = {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}
-        if not body.get("stream"):
-            payload = {
-                **base,
-                "object": "chat.completion",
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
-                ],
-                "usage": usage,
-            }
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        chunk = {**base, "object": "chat.completion.chunk"}
-        pieces = ["Hello ", "from the ", "fake server"]
-        events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
-        events += [
-            {**chunk, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces
-        ]
-        events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        events.append({**chunk, "choices": [], "usage": usage})  # what stream_options.include_usage asks for
-        for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
-
-
 @pytest.fixture
-def fake_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def fake_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
-    _FakeOpenAI.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with OpenAIServer([ANSWER, ANSWER]) as server:
+        yield server
 
 
-def test_round_trip_against_local_server(fake_server: str) -> None:
-    env = {"OPENAI_API_COMPATIBLE_BASE_URL": fake_server, "OPENAI_API_COMPATIBLE_API_KEY": "sk-local"}
+def test_round_trip_against_local_server(fake_server: OpenAIServer) -> None:
+    env = {"OPENAI_API_COMPATIBLE_BASE_URL": fake_server.url, "OPENAI_API_COMPATIBLE_API_KEY": "sk-local"}
     model = ModelFactory(env=env).chat_model(
         "my-model@OpenAI-API-Compatible", component_id="LLM:0", gen_conf={"temperature": 0.5}
     )
@@ -426,7 +368,7 @@ def test_round_trip_against_local_server(fake_server: str) -> None:
     assert "".join(str(c.content) for c in chunks) == ANSWER
     assert sum((c.usage_metadata or {}).get("total_tokens", 0) for c in chunks) == 11
 
-    plain, streamed = _FakeOpenAI.requests
+    plain, streamed = fake_server.requests
     assert plain["auth"] == "Bearer sk-local"
     assert plain["body"]["model"] == "my-model"
     assert plain["body"]["temperature"] == 0.5
