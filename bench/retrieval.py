@@ -66,7 +66,7 @@ def main() -> None:
 
     from runtime.retrieval import RetrievalConfig, open_backend
     from runtime.retrieval.config import Endpoint
-    from tests.runtime.retrieval.conftest import EmbeddingServer, free_port
+    from tests.runtime.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
 
     rnd = random.Random(3)
     questions = [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 8))) for _ in range(args.queries)]
@@ -101,19 +101,12 @@ def main() -> None:
         proc = None
         url = args.es
         if url is None:
-            import shutil, subprocess, sys
-            exe = shutil.which("noida-db") or str(Path(sys.executable).parent / "noida-db")
-            port = free_port()
-            proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--elasticsearch-port", str(port),
-                                     "--data-dir", f"{tmp}/noida"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            url = f"http://127.0.0.1:{port}"
-            import urllib.request
-            for _ in range(150):
-                try:
-                    urllib.request.urlopen(url, timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.2)
+            exe = noida_exe()
+            if exe is None:
+                print("elasticsearch API: skipped (noida-db is not installed and no --es URL was given)")
+                embed.close()
+                return
+            proc, url = start_noida(exe, Path(tmp) / "noida")
         try:
             import json
             from elasticsearch import Elasticsearch, helpers
@@ -138,8 +131,7 @@ def main() -> None:
             es.indices.delete(index=f"ragflow_{tenant}")
         finally:
             if proc is not None:
-                proc.terminate()
-                proc.wait(10)
+                stop_group(proc)
     embed.close()
 
 

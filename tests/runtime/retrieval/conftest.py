@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -37,38 +38,69 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def es_url(tmp_path_factory) -> str:
-    """A noida-db Elasticsearch 8 API on a free port (CI fails when it cannot start; elsewhere skips)."""
+def noida_exe() -> str | None:
     venv_bin = Path(os.sys.executable).parent
-    exe = shutil.which("noida-db") or (str(venv_bin / "noida-db") if (venv_bin / "noida-db").exists() else None)
-    if exe is None:
-        _unavailable("noida-db is not installed (pip install 'noida-db>=0.2.3,<0.3'): no Elasticsearch API to test against")
+    return shutil.which("noida-db") or (str(venv_bin / "noida-db") if (venv_bin / "noida-db").exists() else None)
+
+
+def start_noida(exe: str, data_dir: Path, timeout: float = 30.0) -> tuple[subprocess.Popen, str]:
+    """noida-db's Elasticsearch 8 API on a free port: (process, URL). Raises RuntimeError when it
+    does not come up. Its launcher runs the server as a child, so it gets its own process group,
+    which `stop_group` ends as a whole."""
     port = free_port()
-    data = tmp_path_factory.mktemp("noida")
     proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--elasticsearch-port", str(port),
-                             "--data-dir", str(data), "--host", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--data-dir", str(data_dir), "--host", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            _unavailable(f"noida-db exited at start: {proc.stderr.read().decode(errors='replace')[-500:]}")
+            stop_group(proc)
+            raise RuntimeError(f"noida-db exited at start: {proc.stderr.read().decode(errors='replace')[-500:]}")
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
                 if json.load(r).get("version", {}).get("number", "").startswith("8."):
-                    break
+                    return proc, url
         except OSError:
             time.sleep(0.2)
-    else:
-        proc.terminate()
-        _unavailable("noida-db did not answer within 30 s")
-    yield url
-    proc.terminate()
+    stop_group(proc)
+    raise RuntimeError(f"noida-db did not answer within {timeout:g} s")
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """End a process started with start_new_session and every process it started: SIGTERM, then
+    SIGKILL for whatever is left after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            proc.poll()                                  # reap the launcher, so it does not count as alive
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            continue
+        break
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def es_url(tmp_path_factory) -> str:
+    """A noida-db Elasticsearch 8 API on a free port (CI fails when it cannot start; elsewhere skips)."""
+    exe = noida_exe()
+    if exe is None:
+        _unavailable("noida-db is not installed (pip install 'noida-db>=0.2.3,<0.3'): no Elasticsearch API to test against")
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        proc, url = start_noida(exe, tmp_path_factory.mktemp("noida"))
+    except RuntimeError as e:
+        _unavailable(str(e))
+    yield url
+    stop_group(proc)
 
 
 class EmbeddingServer:
