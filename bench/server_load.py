@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 if __package__ in (None, ""):          # `python bench/server_load.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -192,7 +192,6 @@ async def settle_pending(node: Node, refs, state, ctx):
     Returns the state as the node should see it and the writes that record the producers' content.
     """
     import time as _time
-    from runtime.values import resolve as _resolve
     writes: dict[str, Any] = {}
     view = None
     for ref in refs:

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
-from nodes.base import Node, Params, Result, stream_writer, template
+from nodes.base import Node, Params, Result, stream_writer
 from nodes.registry import register
 from nodes.errors import classify, pause_before_retry
 from runtime.models import ModelConfigError

@@ -9,8 +9,8 @@ from typing import Any
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import Field, field_validator
 
-from compiler.refs import Ref, Template
-from nodes.base import ComponentError, Node, Params, Result, stream_writer, template
+from compiler.refs import Template
+from nodes.base import ComponentError, Node, Params, Result, stream_writer
 from nodes.llm import stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel, merge_reference, outputs_of

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from compiler.plan import NodeConfigError
 from compiler.refs import JINJA_PATTERN, Ref, Template
-from nodes.base import Node, Params, Result, bare_or_braced_ref, require_ref, settle_pending, template
+from nodes.base import Node, Params, Result, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.values import as_json_text, render, resolve
 

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from compiler.plan import NodeConfigError
 from compiler.refs import Ref, Template
-from nodes.base import Node, Params, Result, bare_or_braced_ref, is_pending, require_ref, settle_pending, template
+from nodes.base import Node, Params, Result, is_pending, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.state import GLOBALS, OUTPUTS, channel, outputs_of
 from runtime.values import as_json_text, render, resolve

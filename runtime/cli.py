@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compiler import CompileError, Diagnostic, compile_dsl, diagnose
+from compiler import CompileError, compile_dsl, diagnose
 from runtime.session import TurnRejected
 
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")

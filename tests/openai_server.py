@@ -6,6 +6,7 @@ run the live-provider path (ModelFactory -> ChatOpenAI -> the network) without a
 
 A reply is a string (the answer) or `{"tool_calls": [{"name": ..., "arguments": {...}}]}`. When the
 replies run out, the server answers "(no more replies)". Every request body is kept in `requests`.
+Subclasses choose replies another way (`reply_for`) or hold a reply part-way (`midway`).
 """
 from __future__ import annotations
 
@@ -30,9 +31,16 @@ class OpenAIServer:
         """The base URL a client is configured with (ends in /v1)."""
         return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
 
-    def next_reply(self) -> str | dict:
+    def reply_for(self, body: dict) -> str | dict:
+        """The reply to a request: the next of `replies`."""
         with self._lock:
             return self.replies.pop(0) if self.replies else "(no more replies)"
+
+    def midway(self, body: dict, reply: str | dict) -> None:
+        """Called after the first streamed piece (before a JSON reply): a subclass may wait here."""
+
+    def close(self) -> None:
+        self.__exit__()
 
     def __enter__(self) -> "OpenAIServer":
         self._thread.start()
@@ -85,9 +93,15 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 server.requests.append({"body": body, "auth": self.headers.get("Authorization")})
                 n = len(server.requests)
-            reply = server.next_reply()
+            try:
+                self.answer(body, server.reply_for(body), n)
+            except (BrokenPipeError, ConnectionResetError):
+                pass                                    # the client went away mid-reply
+
+        def answer(self, body: dict, reply: str | dict, n: int) -> None:
             base = {"id": f"chatcmpl-{n}", "created": 1700000000, "model": body["model"]}
             if not body.get("stream"):
+                server.midway(body, reply)
                 message: dict[str, Any] = {"role": "assistant", "content": None if isinstance(reply, dict) else reply}
                 if isinstance(reply, dict):
                     message["tool_calls"] = _tool_calls(reply, n)
@@ -103,8 +117,11 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for event in _stream_events(reply, n):
+            for i, event in enumerate(_stream_events(reply, n)):
                 self.wfile.write(f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', **event})}\n\n".encode())
+                self.wfile.flush()
+                if i == 1:
+                    server.midway(body, reply)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 

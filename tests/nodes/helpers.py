@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler import diagnose
+from compiler import compile_dsl, diagnose
+from runtime.checkpoint import open_checkpointer
 from runtime.context import RunContext
 from runtime.models import ModelFactory
 from runtime.scripted import Script
+from runtime.session import Runner, TurnRequest
 
 
 def canvas(**components: dict) -> dict:
@@ -39,3 +41,12 @@ def state(query: str = "", **outputs: dict) -> dict:
     for cid, out in outputs.items():
         st.setdefault("outputs", {})[cid.replace("__", ":")] = out
     return st
+
+
+async def one_turn(source: dict, query: str = "", *, replies=(), inputs=None):
+    """One turn on a fresh in-memory session with scripted replies: (events, outcome)."""
+    script = Script.load({"replies": list(replies)})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script)
+        events = [e async for e in runner.run_turn("s", TurnRequest(query=query, inputs=inputs))]
+    return events, runner.outcome

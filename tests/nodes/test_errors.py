@@ -6,7 +6,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 from langgraph.errors import NodeTimeoutError
 
 from compiler import compile_dsl
@@ -16,6 +15,7 @@ from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script, ScriptedChatModel
 from runtime.session import Runner, TurnRequest
+from tests.events import final_content, finished, trace
 from tests.conftest import cpn
 
 
@@ -28,19 +28,6 @@ async def run(source: dict, query: str = "q", *, replies=(), models: ModelFactor
         runner = Runner(compile_dsl(source), saver, models or ModelFactory(script=script), script)
         events = [e async for e in runner.run_turn("s", TurnRequest(query=query))]
     return events, runner.outcome, script
-
-
-def trace(events: list[dict]) -> list[str]:
-    return [e["event"] + (":" + e["data"]["component_id"] if "component_id" in e["data"] else "") for e in events]
-
-
-def finished(events: list[dict], cid: str) -> list[dict]:
-    return [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == cid]
-
-
-def final_content(events: list[dict]):
-    assert events[-1]["event"] == "workflow_finished", trace(events)
-    return events[-1]["data"]["outputs"]["content"]
 
 
 def llm(prompt: str = "Do it: {sys.query}", downstream=("Message:OK",), **params) -> dict:

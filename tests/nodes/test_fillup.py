@@ -8,6 +8,7 @@ from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRejected, TurnRequest
+from tests.events import final_content, finished, trace, user_inputs
 from tests.conftest import cpn
 
 
@@ -46,25 +47,6 @@ async def open_session():
     yield make
     for cm in opened:
         await cm.__aexit__(None, None, None)
-
-
-def trace(events: list[dict]) -> list[str]:
-    return [e["event"] + (":" + e["data"]["component_id"] if "component_id" in e["data"] else "") for e in events]
-
-
-def finished(events: list[dict], cid: str) -> list[dict]:
-    return [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == cid]
-
-
-def user_inputs(events: list[dict]) -> dict:
-    found = [e["data"] for e in events if e["event"] == "user_inputs"]
-    assert len(found) == 1, trace(events)
-    return found[0]
-
-
-def final_content(events: list[dict]):
-    assert events[-1]["event"] == "workflow_finished", trace(events)
-    return events[-1]["data"]["outputs"]["content"]
 
 
 FEEDBACK = {"feedback": {"type": "line", "name": "Feedback", "optional": False}}
@@ -266,6 +248,8 @@ async def test_a_two_field_begin_form_does_not_take_the_query(open_session):
     s = await open_session(begin_form_dsl(NAME_AGE))
     events = await s.turn("Grace")
     assert s.outcome.status == "paused"
+    form = user_inputs(events)["inputs"]
+    assert set(form) == {"name", "age"} and "Grace" not in str(form)
 
 
 async def test_optional_begin_fields_never_pause(open_session):

@@ -5,7 +5,7 @@ import pytest
 
 from nodes.llm import parse_json_answer
 from runtime.values import PENDING
-from tests.nodes.helpers import build, context, errors, state
+from tests.nodes.helpers import context, errors, state
 
 MESSAGE = {"Message:M": {"component_name": "Message", "params": {"content": ["{LLM:A@content}"]}}}
 

@@ -13,31 +13,12 @@ from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
+from tests.events import final_content, finished, trace
+from tests.nodes.helpers import one_turn as run
 from tests.conftest import cpn
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-async def run(source: dict, query: str = "", *, replies=(), inputs=None):
-    """One turn on a fresh session: (events, outcome)."""
-    script = Script.load({"replies": list(replies)})
-    async with open_checkpointer(None) as saver:
-        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script)
-        events = [e async for e in runner.run_turn("s", TurnRequest(query=query, inputs=inputs))]
-    return events, runner.outcome
-
-
-def trace(events: list[dict]) -> list[str]:
-    return [e["event"] + (":" + e["data"]["component_id"] if "component_id" in e["data"] else "") for e in events]
-
-
-def finished(events: list[dict], cid: str) -> list[dict]:
-    return [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == cid]
-
-
-def final_content(events: list[dict]):
-    assert events[-1]["event"] == "workflow_finished", trace(events)
-    return events[-1]["data"]["outputs"]["content"]
 
 
 def var(name: str, value, type_: str = "number", mode: str = "constant") -> dict:

@@ -32,6 +32,7 @@ from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
+from tests.events import final_content, finished, trace
 from tests.conftest import shared_dir
 
 LOOP_TIPS = "请输入任意内容，输入 `1` 则退出循环："
@@ -89,23 +90,10 @@ async def chat(fixed):
         yield Session(Runner(compile_dsl(fixed), saver, ModelFactory(script=script), script))
 
 
-def trace(events: list[dict]) -> list[str]:
-    return [e["event"] + (":" + e["data"]["component_id"] if "component_id" in e["data"] else "") for e in events]
-
-
-def finished(events: list[dict], cid: str) -> list[dict]:
-    return [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == cid]
-
-
 def form(events: list[dict]) -> dict:
     found = [e["data"] for e in events if e["event"] == "user_inputs"]
     assert len(found) == 1, trace(events)
     return found[0]
-
-
-def final_content(events: list[dict]) -> str:
-    assert events[-1]["event"] == "workflow_finished", trace(events)
-    return events[-1]["data"]["outputs"]["content"]
 
 
 # --- diagnostics ------------------------------------------------------------------------------------

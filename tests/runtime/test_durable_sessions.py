@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from compiler import compile_dsl
@@ -24,6 +23,7 @@ from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
+from tests.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,74 +121,33 @@ async def run_turn(saver, dsl: dict, session: str, replies: list, **request) -> 
     return [e async for e in runner.run_turn(session, TurnRequest(**request))]
 
 
-class ModelServer:
+class ModelServer(OpenAIServer):
     """A local OpenAI-compatible server. It answers a prompt containing a key of `replies` with that
-    reply, records which key each request had, and holds the reply of the `hold` key until released."""
+    reply, records which key each request had, and holds the reply of the `hold` key part-way until
+    released."""
 
     def __init__(self, replies: dict[str, str], hold: str | None = None) -> None:
-        self.replies, self.hold = replies, hold
+        super().__init__()
+        self.by_key, self.hold = replies, hold
         self.calls: list[str] = []
         self.arrived = {key: threading.Event() for key in replies}
         self.release = threading.Event()
-        outer = self
+        self.__enter__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def reply_for(self, body: dict) -> str:
+        prompt = json.dumps(body["messages"])
+        key = next(k for k in self.by_key if k in prompt)
+        self.calls.append(key)
+        self.arrived[key].set()
+        return self.by_key[key]
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                prompt = json.dumps(body["messages"])
-                key = next(k for k in outer.replies if k in prompt)
-                outer.calls.append(key)
-                outer.arrived[key].set()
-                try:
-                    self.answer(body, outer.replies[key], hold=key == outer.hold)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass        # the client was killed while we held its reply
-
-            def answer(self, body, text, hold):
-                if not body.get("stream"):
-                    if hold:
-                        outer.release.wait(30)
-                    reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": "tiny",
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": text}}],
-                             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
-                    data = json.dumps(reply).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-
-                def chunk(piece, finish=None):
-                    data = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
-                            "choices": [{"index": 0, "delta": {"content": piece} if piece else {}, "finish_reason": finish}]}
-                    self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-
-                head, _, tail = text.partition(" ")
-                chunk(head + " ")
-                if hold:
-                    outer.release.wait(30)
-                chunk(tail)
-                chunk(None, "stop")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def midway(self, body: dict, reply: str | dict) -> None:
+        if self.hold and self.hold in json.dumps(body["messages"]):
+            self.release.wait(30)
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 # --- 1. pause, then resume in another process ----------------------------------------------------

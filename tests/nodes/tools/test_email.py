@@ -15,7 +15,7 @@ from aiosmtpd.smtp import AuthResult
 
 from nodes.tool import ToolError
 from nodes.tools.email import EmailParams
-from tests.nodes.helpers import build, context, errors, state
+from tests.nodes.helpers import build, context, errors
 from tests.nodes.tools.support import agent_dsl, finished, node_dsl, run_turn, tool_messages
 
 PASSWORD = "s3cret-app-code"
