@@ -133,12 +133,9 @@ class Tool(Node):
         `max_retries` times `delay_after_error` apart and then raised. `state` is the canvas an
         Agent runs in, for tools that also read canvas references (CodeExec); others ignore it.
         """
-        script = getattr(ctx, "script", None)
-        if script is not None:
-            scripted = script.next_tool_result(component_name=self.component_type, function_name=function_name,
-                                               component_id=self.id)
-            if scripted is not None:
-                return _scripted(scripted)
+        scripted = self.scripted_result(ctx, function_name)
+        if scripted is not None:
+            return scripted
         attempts = self.params.max_retries + 1 if retry and self.retry_inside else 1
         for attempt in range(attempts):
             try:
@@ -151,6 +148,13 @@ class Tool(Node):
         reference = references_of(out.chunks, out.doc_aggs) if out.chunks else {"chunks": {}, "doc_aggs": {}}
         text = out.text if out.text is not None else as_text(out.outputs.get("formalized_content", out.outputs))
         return out.outputs, reference, text
+
+    def scripted_result(self, ctx, function_name: str | None) -> tuple[dict, dict, str] | None:
+        """The script's next `tool_results` entry for this tool, as call() returns it; None without one."""
+        script = getattr(ctx, "script", None)
+        found = script.next_tool_result(component_name=self.component_type, function_name=function_name,
+                                        component_id=self.id) if script is not None else None
+        return None if found is None else _scripted(found)
 
     async def execute(self, args: dict, ctx) -> ToolOutput:
         """Call the service. Raise ToolError (or any exception) on failure."""

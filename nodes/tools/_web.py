@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import field_validator
 
 from nodes.tool import ToolError, web_chunk
 
@@ -162,6 +163,15 @@ def web_chunks(items: Iterable[Any], *, title: Callable[[Any], Any], url: Callab
                 extra = {"similarity": value, "vector_similarity": value, "term_similarity": value}
         chunks.append(web_chunk(title=str(title(item) or ""), url=str(url(item) or ""), content=text, **extra))
     return chunks
+
+
+def one_of(field: str, allowed: tuple[str, ...]):
+    """A params validator: `field` must be one of `allowed` (the message lists them)."""
+    def check(cls, v: Any) -> Any:
+        if v not in allowed:
+            raise ValueError(f"{field} must be one of {', '.join(allowed)}, not {v!r}")
+        return v
+    return field_validator(field)(classmethod(check))
 
 
 def text_arg(args: dict, name: str) -> str:

@@ -27,7 +27,7 @@ from pydantic import Field, field_validator
 from compiler.refs import Ref, looks_like_ref, parse_ref
 from nodes.base import ComponentError, Params, Result, settle_pending
 from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolOutput, _scripted
+from nodes.tool import Tool, ToolArg, ToolOutput
 from nodes.tools._code_contract import (SYSTEM_OUTPUTS, ContractError, actual_type, business_output, canonical_text,
                                         check_domain, check_value, normalize_value)
 from runtime.sandbox import (ArtifactStoreError, CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable,
@@ -148,12 +148,9 @@ class CodeExec(Tool):
         `state` resolves `arguments`; an Agent that does not pass it leaves them None unless the
         model gave them. Scripted `tool_results` replace the execution.
         """
-        script = getattr(ctx, "script", None)
-        if script is not None:
-            scripted = script.next_tool_result(component_name=self.component_type, function_name=function_name,
-                                               component_id=self.id)
-            if scripted is not None:
-                return _scripted(scripted)
+        scripted = self.scripted_result(ctx, function_name)
+        if scripted is not None:
+            return scripted
         out = await self.execute_with(args, ctx, state)
         return out.outputs, {"chunks": {}, "doc_aggs": {}}, out.text or ""
 

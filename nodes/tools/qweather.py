@@ -15,12 +15,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import field_validator
 
 from nodes.base import Params
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
+from nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
 
 KEY_ENV = "QWEATHER_API_KEY"
 PLACEHOLDER = "xxx"            # RAGFlow's default web_apikey: a blank to fill, not a key
@@ -44,14 +43,6 @@ CODES = {
 }
 
 
-def _one_of(field: str, allowed: tuple[str, ...]):
-    def check(cls, v: Any) -> Any:
-        if v not in allowed:
-            raise ValueError(f"{field} must be one of {', '.join(allowed)}, not {v!r}")
-        return v
-    return field_validator(field)(classmethod(check))
-
-
 class QWeatherParams(Params):
     # RAGFlow refuses an empty key when the canvas loads; here the key may come from the environment,
     # so a missing key is reported when the tool runs, naming both places.
@@ -61,10 +52,10 @@ class QWeatherParams(Params):
     user_type: str = "free"
     time_period: str = "now"
 
-    _type = _one_of("type", TYPES)
-    _user_type = _one_of("user_type", USER_TYPES)
-    _lang = _one_of("lang", LANGS)
-    _time_period = _one_of("time_period", TIME_PERIODS)
+    _type = one_of("type", TYPES)
+    _user_type = one_of("user_type", USER_TYPES)
+    _lang = one_of("lang", LANGS)
+    _time_period = one_of("time_period", TIME_PERIODS)
 
 
 @register("QWeather", QWeatherParams, outputs=lambda p: {"formalized_content"})

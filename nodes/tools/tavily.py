@@ -8,22 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from nodes.base import Params
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import api_key, json_body, list_arg, request, text_arg, timeout_for, web_chunks
+from nodes.tools._web import one_of, api_key, json_body, list_arg, request, text_arg, timeout_for, web_chunks
 
 KEY_ENV = "TAVILY_API_KEY"
-
-
-def _one_of(field: str, allowed: tuple[str, ...]):
-    def check(cls, v: Any) -> Any:
-        if v not in allowed:
-            raise ValueError(f"{field} must be one of {', '.join(allowed)}, not {v!r}")
-        return v
-    return field_validator(field)(classmethod(check))
 
 
 class TavilySearchParams(Params):
@@ -39,8 +31,8 @@ class TavilySearchParams(Params):
     include_images: bool = False
     include_image_descriptions: bool = False
 
-    _topic = _one_of("topic", ("general", "news"))
-    _depth = _one_of("search_depth", ("basic", "advanced"))
+    _topic = one_of("topic", ("general", "news"))
+    _depth = one_of("search_depth", ("basic", "advanced"))
 
 
 class TavilyExtractParams(Params):
@@ -50,8 +42,8 @@ class TavilyExtractParams(Params):
     format: str = "markdown"
     include_images: bool = False
 
-    _depth = _one_of("extract_depth", ("basic", "advanced"))
-    _format = _one_of("format", ("markdown", "text"))
+    _depth = one_of("extract_depth", ("basic", "advanced"))
+    _format = one_of("format", ("markdown", "text"))
 
 
 @register("TavilySearch", TavilySearchParams, outputs=lambda p: {"formalized_content", "json"})
