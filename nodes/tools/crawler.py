@@ -8,11 +8,7 @@ otherwise non-public addresses are refused, at every redirect;
 """
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import os
 import re
-import socket
 from urllib.parse import urljoin, urlsplit
 
 from bs4 import BeautifulSoup, Comment
@@ -20,11 +16,12 @@ from markdownify import markdownify
 from pydantic import field_validator
 
 from nodes.base import Params
+from nodes.netguard import allow_env, private_allowed, public, resolve
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from nodes.tools._web import request, text_arg, timeout_for, where
 
-ALLOW_PRIVATE_ENV = "CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE"
+ALLOW_PRIVATE_ENV = allow_env("Crawler")      # CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE
 MAX_REDIRECTS = 5
 MAX_BYTES = 10_000_000
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -73,7 +70,7 @@ class Crawler(Tool):
         url = text_arg(args, "query")
         if not url:
             return ToolOutput({"formalized_content": ""})
-        response = await fetch(url, self.params.proxy)
+        response = await fetch(url, self.params.proxy, ctx)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind in HTML_TYPES or (not kind and response.text.lstrip()[:1] == "<"):
             text = convert(response.text, self.params.extract_type, str(response.url))
@@ -84,10 +81,10 @@ class Crawler(Tool):
         return ToolOutput({"formalized_content": text})
 
 
-async def fetch(url: str, proxy: str | None):
+async def fetch(url: str, proxy: str | None, ctx=None):
     """GET the page, checking the URL and every redirect target before connecting to it."""
     for _ in range(MAX_REDIRECTS + 1):
-        await check_url(url)
+        await check_url(url, ctx)
         response = await request("Crawler", "GET", url, timeout=timeout_for(60), proxy=proxy,
                                  follow_redirects=False, max_bytes=MAX_BYTES,
                                  headers={"Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"})
@@ -99,24 +96,17 @@ async def fetch(url: str, proxy: str | None):
     raise ToolError(f"the page at {where(url)} redirects more than {MAX_REDIRECTS} times")
 
 
-async def check_url(url: str) -> None:
+async def check_url(url: str, ctx) -> None:
+    """An http(s) URL whose host resolves only to public addresses (nodes/netguard.py), unless the run
+    or the environment allows private hosts to the Crawler."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"URL not valid: {url!r} is not an http:// or https:// address")
-    if os.environ.get(ALLOW_PRIVATE_ENV, "").strip().lower() in ("1", "true", "yes"):
+    if private_allowed(ctx, "Crawler"):
         return
-    host = parts.hostname
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
-        raise ToolError(f"cannot resolve the host {host!r}: {e.strerror or e}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address.version == 6 and address.ipv4_mapped:       # ::ffff:127.0.0.1 is 127.0.0.1
-            address = address.ipv4_mapped
-        if not address.is_global:
-            raise ToolError(f"URL not valid: {host} is a private or local address ({address}); set "
+    for address in await resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)):
+        if not public(address):
+            raise ToolError(f"URL not valid: {parts.hostname} is a private or local address ({address}); set "
                             f"{ALLOW_PRIVATE_ENV}=1 to crawl such pages")
 
 

@@ -26,9 +26,9 @@ def site(fake, monkeypatch):
     return fake
 
 
-async def crawl(url: str, **params) -> str:
+async def crawl(url: str, ctx=None, **params) -> str:
     node = build("Crawler:C", "Crawler", {"query": "sys.query", **params})
-    result = await node.run(state(url), context())
+    result = await node.run(state(url), ctx or context())
     return result.outputs["formalized_content"]
 
 
@@ -87,6 +87,13 @@ async def test_private_addresses_are_refused_unless_allowed(fake, monkeypatch):
     with pytest.raises(Exception, match="localhost is a private or local address"):
         await crawl(f"http://localhost:{fake.url.rsplit(':', 1)[1]}/page")
     assert fake.requests == []
+
+
+async def test_a_run_may_allow_private_hosts_to_the_crawler(fake):
+    fake.on("GET", "/page", Reply(200, PAGE, "text/html"))
+    ctx = context()
+    ctx.extras["allow_private"] = {"Crawler"}        # as embedders and servers configure runs
+    assert "RAGFlow **agents**" in await crawl(f"{fake.url}/page", ctx)
 
 
 async def test_only_http_and_https_are_crawled():
