@@ -1,6 +1,6 @@
 """Retrieval throughput and latency on a generated 10,000-chunk corpus, embedded store and Elasticsearch API.
 
-    python -m bench.retrieval [--chunks 10000] [--queries 50] [--dims 512] [--es URL]
+    python -m bench.retrieval [--chunks 10000] [--queries 50] [--dims 512] [--es URL] [--timeout 300]
 
 Chunks are tokenized with RAGFlow's tokenizer (part of what indexing costs) and carry random vectors.
 Without --es, a noida-db Elasticsearch 8 API is started on a free 127.0.0.1 port when installed.
@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--dims", type=int, default=512)
     ap.add_argument("--es", help="an Elasticsearch 8 API URL (default: start noida-db)")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds one search may take (noida-db needs tens of seconds at 10,000 chunks)")
     args = ap.parse_args()
 
     from runtime.retrieval import RetrievalConfig, open_backend
@@ -80,7 +82,7 @@ def main() -> None:
           f"= {args.chunks / tokenize_s:.0f} chunks/s")
 
     def config(tenant=None):
-        cfg = RetrievalConfig.from_dict({"timeout": 60, "default_embd_id": "bench@OpenAI-API-Compatible",
+        cfg = RetrievalConfig.from_dict({"timeout": args.timeout, "default_embd_id": "bench@OpenAI-API-Compatible",
                                          **({"datasets": {"bench": {"tenant": tenant}}} if tenant else {})})
         cfg.embeddings["bench@OpenAI-API-Compatible"] = Endpoint(base_url=embed.url, model="bench")
         return cfg
@@ -110,7 +112,7 @@ def main() -> None:
         try:
             import json
             from elasticsearch import Elasticsearch, helpers
-            es = Elasticsearch(url, request_timeout=120)
+            es = Elasticsearch(url, request_timeout=max(120.0, args.timeout))
             tenant = uuid.uuid4().hex[:8]
             mapping = json.loads((Path(__file__).resolve().parents[2] / "shared" / "ragflow" / "es-mapping.json").read_text())
             es.indices.create(index=f"ragflow_{tenant}", body=mapping)
