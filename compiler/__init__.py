@@ -64,11 +64,12 @@ class CompiledCanvas:
         return self.__dict__["_by_name"]
 
 
-def diagnose(source: Any) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
-    """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics."""
+def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
+    """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics.
+    `default_llm` is the model of components whose `llm_id` is empty."""
     from compiler.check import check_plan
     try:
-        dsl = load_dsl(source)
+        dsl = load_dsl(source, default_llm=default_llm)
     except CompileError as e:
         return None, e.diagnostics
     out = Collector()
@@ -82,12 +83,14 @@ def diagnose(source: Any) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
 _CACHE: dict[str, CompiledCanvas] = {}
 
 
-def compile_dsl(source: Any) -> CompiledCanvas:
+def compile_dsl(source: Any, *, default_llm: str | None = None) -> CompiledCanvas:
     """Compile once per DSL content: the same DSL text returns the same CompiledCanvas."""
     key = _source_key(source)
+    if key is not None and default_llm:
+        key += "\0" + default_llm
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    compiled, diags = diagnose(source)
+    compiled, diags = diagnose(source, default_llm=default_llm)
     if compiled is None:
         raise CompileError(diags)
     if key is not None:

@@ -94,15 +94,40 @@ def migrate(dsl: dict) -> dict:
     return json.loads(text)
 
 
-def load_dsl(source: str | bytes | dict) -> CanvasDSL:
-    """Text or parsed JSON -> CanvasDSL. Raises CompileError with diagnostics on structural problems."""
+def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None) -> CanvasDSL:
+    """Text or parsed JSON -> CanvasDSL. Raises CompileError with diagnostics on structural problems.
+    `default_llm` fills the empty `llm_id`s (see fill_default_llm)."""
     doc = parse_json(source) if isinstance(source, (str, bytes)) else source
     if not _check_depth(doc):
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
     dsl = unwrap(doc)
     if dsl is not doc and not _check_depth(dsl):     # a 'dsl' stored as a JSON string
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    if default_llm:
+        dsl = fill_default_llm(dsl, default_llm)
     return build_model(migrate(dsl))
+
+
+MODEL_COMPONENTS = ("LLM", "Agent", "Categorize")
+
+
+def fill_default_llm(doc: Any, llm_id: str) -> Any:
+    """A copy of `doc` in which every LLM, Agent and Categorize without a model (an empty or missing
+    `llm_id`), sub-agents among an Agent's tools included, uses `llm_id`.
+
+    RAGFlow's templates ship several agents with an empty `llm_id`, which its engine refuses until a
+    user picks a model in the editor; this is that choice, made once for the whole canvas.
+    """
+    if isinstance(doc, list):
+        return [fill_default_llm(v, llm_id) for v in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out = {k: fill_default_llm(v, llm_id) for k, v in doc.items()}
+    params = out.get("params")
+    if out.get("component_name") in MODEL_COMPONENTS and isinstance(params, dict) \
+            and not str(params.get("llm_id") or "").strip():
+        out["params"] = {**params, "llm_id": llm_id}
+    return out
 
 
 def build_model(dsl: dict) -> CanvasDSL:

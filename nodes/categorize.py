@@ -90,7 +90,8 @@ class Categorize(Node):
 
     async def run(self, state, ctx) -> Result:
         if not self.params.llm_id:
-            raise ValueError("llm_id is empty: choose a model for this Categorize")
+            raise ValueError("llm_id is empty: choose a model for this Categorize, or give a default with "
+                             "--default-llm or CANVAS2GRAPH_DEFAULT_LLM")
         state, writes = await settle_pending(self, [self.query_ref], state, ctx)
         query = resolve(state, self.query_ref)
         messages = history_messages(state.get(HISTORY) or [], self.params.message_history_window_size)

@@ -47,7 +47,8 @@ class LLMParams(Params):
     @classmethod
     def _llm_id(cls, v: str) -> str:
         if not v or not v.strip():
-            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI)")
+            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI), or give a default "
+                             "with --default-llm or CANVAS2GRAPH_DEFAULT_LLM")
         return v
 
     @field_validator("prompts", mode="before")

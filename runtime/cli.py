@@ -44,7 +44,7 @@ def read_json_file(path: str, what: str) -> Any:
 
 # --- compile ---------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
-    compiled, diags = diagnose(read_source(args.file))
+    compiled, diags = diagnose(read_source(args.file), default_llm=args.default_llm)
     if args.format == "json":
         print(json.dumps({"ok": compiled is not None, "diagnostics": [d.to_dict() for d in diags]}, ensure_ascii=False, indent=2))
     else:
@@ -62,7 +62,7 @@ def cmd_compile(args) -> int:
 # --- export ----------------------------------------------------------------------------------
 def cmd_export(args) -> int:
     from compiler.export import to_json, to_mermaid
-    compiled = compile_dsl(read_source(args.file))
+    compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
     if args.format == "mermaid":
         sys.stdout.write(to_mermaid(compiled.plan))
     else:
@@ -75,7 +75,7 @@ def cmd_run(args) -> int:
     from runtime.models import ModelFactory
     from runtime.scripted import Script
 
-    compiled = compile_dsl(read_source(args.file))
+    compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
     inputs = read_json_file(args.inputs, "inputs file") if args.inputs else None
     if inputs is not None and not isinstance(inputs, dict):
         raise UsageError(f"inputs file {args.inputs} must hold a JSON object of field: value")
@@ -235,12 +235,19 @@ class PrettyPrinter:
 
 
 # --- entry -----------------------------------------------------------------------------------
+def add_default_llm(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--default-llm", metavar="MODEL@FACTORY", default=os.environ.get("CANVAS2GRAPH_DEFAULT_LLM"),
+                         help="the model of LLM, Agent and Categorize components whose llm_id is empty "
+                              "(RAGFlow's templates leave some empty); default $CANVAS2GRAPH_DEFAULT_LLM")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
     c.add_argument("file")
     c.add_argument("--format", choices=["text", "json"], default="text")
+    add_default_llm(c)
     c.set_defaults(func=cmd_compile)
     r = sub.add_parser("run", help="run one turn of a DSL and print RAGFlow's events")
     r.add_argument("file")
@@ -256,12 +263,14 @@ def parser() -> argparse.ArgumentParser:
                    help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
+    add_default_llm(r)
     r.set_defaults(func=cmd_run)
     from runtime.retrieval.service import add_index_parser
     add_index_parser(sub, os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB))
     x = sub.add_parser("export", help="print the compiled graph")
     x.add_argument("file")
     x.add_argument("--format", choices=["mermaid", "json"], default="mermaid")
+    add_default_llm(x)
     x.set_defaults(func=cmd_export)
     from server.cli import add_server_commands     # serve, tokens (the server package adds its own commands)
     add_server_commands(sub)

@@ -60,6 +60,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
     app.state.code_policy = run_services.code_policy
+    app.state.default_llm = config.default_llm
 
     @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")
     async def health():

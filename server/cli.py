@@ -33,6 +33,9 @@ def add_server_commands(sub) -> None:
     s.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     s.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside a SQLite --db)")
+    s.add_argument("--default-llm", metavar="MODEL@FACTORY", default=os.environ.get("CANVAS2GRAPH_DEFAULT_LLM"),
+                   help="stored with agents whose LLM, Agent or Categorize components have an empty llm_id; "
+                        "default $CANVAS2GRAPH_DEFAULT_LLM")
     s.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
                    help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
     s.add_argument("--allow-local-code", action="store_true",
@@ -71,7 +74,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--busy-wait must be zero or more seconds")
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                          busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config)
+                          busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
+                          default_llm=args.default_llm)
     from runtime.mcp import MCPConfigError
     from runtime.sandbox import CodePolicyError
     from runtime.scripted import ScriptError

@@ -22,10 +22,12 @@ class ServerConfig:
     busy_wait: float = 30.0                   # seconds a request waits for its session's running turn to end
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
+    default_llm: str | None = None            # model@Factory for components stored with an empty llm_id
 
     @classmethod
     def from_env(cls, db: str, **overrides: Any) -> "ServerConfig":
         overrides.setdefault("llm_script", os.environ.get(LLM_SCRIPT_ENV) or None)
+        overrides.setdefault("default_llm", os.environ.get("CANVAS2GRAPH_DEFAULT_LLM") or None)
         return cls(db=db, **overrides)
 
 

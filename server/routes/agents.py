@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler import diagnose
+from compiler.load import fill_default_llm
 from runtime.store import StoreError
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
@@ -48,8 +49,10 @@ def store(request: Request):
     return request.app.state.store
 
 
-def parse_dsl(value: Any) -> dict:
-    """A DSL given as an object or as its JSON text; anything else is the caller's mistake."""
+def parse_dsl(value: Any, request: Request) -> dict:
+    """A DSL given as an object or as its JSON text; anything else is the caller's mistake. The
+    server's default model (`--default-llm`) is filled in where the DSL leaves `llm_id` empty, so
+    what is stored is what runs."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -57,7 +60,8 @@ def parse_dsl(value: Any) -> dict:
             raise argument_error(f"`dsl` is a string but not JSON: {e}")
     if not isinstance(value, dict):
         raise argument_error(f"`dsl` must be a JSON object, not {type(value).__name__}")
-    return value
+    default_llm = getattr(request.app.state, "default_llm", None)
+    return fill_default_llm(value, default_llm) if default_llm else value
 
 
 def flag(value: str | None, default: bool = True) -> bool:
@@ -88,7 +92,7 @@ async def owned_agent(request: Request, tenant_id: str, agent_id: str):
 async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Depends(tenant)):
     if not body.title.strip():
         raise argument_error("`title` must not be empty")
-    dsl = parse_dsl(body.dsl)
+    dsl = parse_dsl(body.dsl, request)
     try:
         agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar)
     except StoreError as e:
@@ -125,7 +129,7 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
     if "title" in changes and not changes["title"].strip():
         raise argument_error("`title` must not be empty")
     if body.dsl is not None:
-        changes["dsl"] = parse_dsl(body.dsl)
+        changes["dsl"] = parse_dsl(body.dsl, request)
     try:
         agent = await store(request).update_agent(tenant_id, agent_id, **changes)
     except StoreError as e:

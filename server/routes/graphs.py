@@ -41,15 +41,15 @@ class RunBody(BaseModel):
 
 
 @router.post("/compile", summary="Check a DSL: every diagnostic with component, field and reason")
-async def compile_graph(body: CompileBody, tenant_id: str = Depends(tenant)):
-    compiled, diags = diagnose(parse_dsl(body.dsl))
+async def compile_graph(request: Request, body: CompileBody, tenant_id: str = Depends(tenant)):
+    compiled, diags = diagnose(parse_dsl(body.dsl, request))
     return ok({"ok": compiled is not None, "components": len(compiled.plan.nodes) if compiled else None,
                "diagnostics": [d.to_dict() for d in diags]})
 
 
 @router.post("/export", summary="The compiled graph as Mermaid (every branch labelled) or JSON")
-async def export_graph(body: ExportBody, tenant_id: str = Depends(tenant)):
-    compiled, diags = diagnose(parse_dsl(body.dsl))
+async def export_graph(request: Request, body: ExportBody, tenant_id: str = Depends(tenant)):
+    compiled, diags = diagnose(parse_dsl(body.dsl, request))
     if compiled is None:
         raise _diagnostics_error(diags, "the DSL")
     if body.format == "mermaid":
@@ -63,7 +63,7 @@ def _same(stored: Any, given: dict) -> bool:
 
 @router.post("/run", summary="Run one turn of a DSL: SSE of RAGFlow events (or the JSON reply); resumable")
 async def run_graph(request: Request, body: RunBody, tenant_id: str = Depends(tenant)):
-    dsl = parse_dsl(body.dsl) if body.dsl is not None else None
+    dsl = parse_dsl(body.dsl, request) if body.dsl is not None else None
     session = None
     if body.session_id:
         if not SESSION_ID.match(body.session_id):

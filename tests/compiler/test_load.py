@@ -6,7 +6,7 @@ import json
 import pytest
 
 from compiler import diagnose
-from compiler.load import LEGACY_RENAMES, load_dsl, migrate, unwrap
+from compiler.load import LEGACY_RENAMES, fill_default_llm, load_dsl, migrate, unwrap
 from compiler.model import DEFAULT_GLOBALS
 from tests.conftest import cpn, dsl
 
@@ -199,3 +199,35 @@ def test_ids_that_only_end_with_a_legacy_name_are_left_alone():
 
 def test_migrate_returns_a_dsl_without_legacy_names_untouched():
     assert migrate(BARE) is BARE
+
+
+# --- a default model for components without one ------------------------------------------------
+
+def test_a_default_model_fills_every_empty_llm_id_sub_agents_included():
+    sub_agent = {"component_name": "Agent", "name": "helper", "params": {"llm_id": "", "tools": []}}
+    source = dsl(**{
+        "Agent:A": cpn("Agent", {"llm_id": "", "tools": [sub_agent, {"component_name": "Wikipedia", "params": {}}]}),
+        "LLM:Set": cpn("LLM", {"llm_id": "qwen2.5:7b@Ollama"}),
+        "Categorize:C": cpn("Categorize", {"llm_id": "  "}),
+        "LLM:Missing": cpn("LLM", {}),
+        "Message:M": cpn("Message", {"content": ["x"]}),
+    })
+    filled = fill_default_llm(source, "gpt-4o-mini@OpenAI")
+    comps = filled["components"]
+    assert comps["Agent:A"]["obj"]["params"]["llm_id"] == "gpt-4o-mini@OpenAI"
+    assert comps["Agent:A"]["obj"]["params"]["tools"][0]["params"]["llm_id"] == "gpt-4o-mini@OpenAI"
+    assert "llm_id" not in comps["Agent:A"]["obj"]["params"]["tools"][1]["params"]      # a tool, not a model user
+    assert comps["LLM:Set"]["obj"]["params"]["llm_id"] == "qwen2.5:7b@Ollama"          # a chosen model stays
+    assert comps["Categorize:C"]["obj"]["params"]["llm_id"] == "gpt-4o-mini@OpenAI"
+    assert comps["LLM:Missing"]["obj"]["params"]["llm_id"] == "gpt-4o-mini@OpenAI"
+    assert comps["Message:M"]["obj"]["params"] == {"content": ["x"]}
+    assert source["components"]["Agent:A"]["obj"]["params"]["llm_id"] == ""          # the input is not changed
+
+
+def test_load_applies_the_default_model_and_the_error_says_how_to_give_one():
+    source = dsl(**{"LLM:A": cpn("LLM", {"llm_id": "", "prompts": [{"role": "user", "content": "{sys.query}"}]})})
+    compiled, diags = diagnose(source)
+    assert compiled is None
+    assert any(d.component_id == "LLM:A" and d.field == "params.llm_id" and "--default-llm" in d.message for d in diags)
+    compiled, _ = diagnose(source, default_llm="gpt-4o@OpenAI")
+    assert compiled.plan.nodes["LLM:A"].params.llm_id == "gpt-4o@OpenAI"

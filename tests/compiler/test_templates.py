@@ -123,3 +123,19 @@ def test_web_search_assistant_web_tools_compile_once_models_are_chosen_and_bing_
     assert compiled is not None, [str(d) for d in diags]
     tools = {t.name for n in compiled.plan.nodes.values() for t in getattr(n, "tools", [])}
     assert {"tavily_search_0", "tavily_extract_1", "google_search_2", "duckduckgo_search_3", "wikipedia_search_4"} <= tools
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_with_a_default_model_no_empty_llm_id_is_left(path):
+    """--default-llm is the model choice RAGFlow's editor asks for: no template keeps an empty-model error."""
+    _, diags = diagnose(require_shared_file(path).read_bytes(), default_llm="gpt-4o-mini@OpenAI")
+    assert [str(d) for d in diags if d.field == EMPTY_LLM_ID] == []
+
+
+def test_market_seo_article_writer_compiles_with_a_default_model():
+    path = shared_dir() / "ragflow" / "templates" / "market_seo_article_writer.json"
+    assert diagnose(path.read_bytes())[0] is None
+    compiled, diags = diagnose(path.read_bytes(), default_llm="gpt-4o-mini@OpenAI")
+    assert compiled is not None, [str(d) for d in diags]
+    models = {n.params.llm_id for n in compiled.plan.nodes.values() if hasattr(n.params, "llm_id")}
+    assert models == {"gpt-4o-mini@OpenAI"}

@@ -169,3 +169,12 @@ def test_web_search_assistant_prints_bing_as_no_engine_class():
     assert ("error: Agent:WildGoatsRule / params.tools.3.component_name: tool 'Bing' is a canvas operator"
             in result.stdout)
     assert "[no-engine-class]" in result.stdout
+
+
+def test_a_default_model_fills_empty_llm_ids_from_the_option_or_the_environment(tmp_path, monkeypatch):
+    empty_model = dsl(**{"LLM:A": cpn("LLM", {"llm_id": "", "prompts": [{"role": "user", "content": "{sys.query}"}]})})
+    refused = compile_cli(empty_model, tmp_path=tmp_path)
+    assert refused.returncode == 1 and "LLM:A / params.llm_id" in refused.stdout and "--default-llm" in refused.stdout
+    assert compile_cli(empty_model, "--default-llm", "gpt-4o-mini@OpenAI", tmp_path=tmp_path).returncode == 0
+    monkeypatch.setenv("CANVAS2GRAPH_DEFAULT_LLM", "gpt-4o-mini@OpenAI")
+    assert compile_cli(empty_model, tmp_path=tmp_path).returncode == 0
