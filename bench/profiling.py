@@ -25,7 +25,6 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
 from bench import dsls, handwritten  # noqa: E402
 from bench.run import ITERATION_ITEMS, LOOP_PASSES, PG_URL, QUERY, SCRIPT, fresh_id  # noqa: E402
 from runtime.checkpoint import open_checkpointer  # noqa: E402

@@ -275,7 +275,7 @@ class Agent(LLM):
                                                             function_name=call["name"], state=state)
         except Exception as e:       # the model reads the failure and may recover, as in RAGFlow
             return f"{component.component_type} error: {e}"
-        if isinstance(outputs, dict) and outputs.get("_ARTIFACTS"):      # CodeExec's files, shown after the answer
+        if outputs.get("_ARTIFACTS"):          # CodeExec's files, shown after the answer
             sink.setdefault("artifacts", []).extend(outputs["_ARTIFACTS"])
         if reference["chunks"]:
             sink["reference"] = merge_reference(sink.get("reference") or {}, reference)

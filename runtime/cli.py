@@ -235,9 +235,10 @@ class PrettyPrinter:
 
 
 # --- entry -----------------------------------------------------------------------------------
-def add_default_llm(command: argparse.ArgumentParser) -> None:
+def add_default_llm(command: argparse.ArgumentParser, what: str = "the model of") -> None:
+    """`--default-llm` (fill_default_llm), defaulting to $CANVAS2GRAPH_DEFAULT_LLM."""
     command.add_argument("--default-llm", metavar="MODEL@FACTORY", default=os.environ.get("CANVAS2GRAPH_DEFAULT_LLM"),
-                         help="the model of LLM, Agent and Categorize components whose llm_id is empty "
+                         help=f"{what} LLM, Agent and Categorize components whose llm_id is empty "
                               "(RAGFlow's templates leave some empty); default $CANVAS2GRAPH_DEFAULT_LLM")
 
 

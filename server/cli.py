@@ -21,6 +21,7 @@ def _default_db() -> str:
 
 
 def add_server_commands(sub) -> None:
+    from runtime.cli import add_default_llm
     s = sub.add_parser("serve", help="serve the HTTP API (RAGFlow-compatible agent routes, compile-and-run)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=9380)
@@ -33,9 +34,7 @@ def add_server_commands(sub) -> None:
     s.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     s.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside a SQLite --db)")
-    s.add_argument("--default-llm", metavar="MODEL@FACTORY", default=os.environ.get("CANVAS2GRAPH_DEFAULT_LLM"),
-                   help="stored with agents whose LLM, Agent or Categorize components have an empty llm_id; "
-                        "default $CANVAS2GRAPH_DEFAULT_LLM")
+    add_default_llm(s, "stored with agents as the model of")
     s.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
                    help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
     s.add_argument("--allow-local-code", action="store_true",

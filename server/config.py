@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-LLM_SCRIPT_ENV = "CANVAS2GRAPH_LLM_SCRIPT"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
 
@@ -23,12 +20,6 @@ class ServerConfig:
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
     default_llm: str | None = None            # model@Factory for components stored with an empty llm_id
-
-    @classmethod
-    def from_env(cls, db: str, **overrides: Any) -> "ServerConfig":
-        overrides.setdefault("llm_script", os.environ.get(LLM_SCRIPT_ENV) or None)
-        overrides.setdefault("default_llm", os.environ.get("CANVAS2GRAPH_DEFAULT_LLM") or None)
-        return cls(db=db, **overrides)
 
 
 class ModelSource:

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.nodes.tools.support import agent_dsl
+from tests.nodes.tools.support import CODE_TOOL, agent_dsl
 from tests.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
-CODE_TOOL = {"component_name": "CodeExec", "name": "CodeExec", "params": {}}
 SCRIPT = "def main():\n    return {'product': 6 * 7}\n"
 REPLIES = [{"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": SCRIPT}}]},
            "Six times seven is 42."]

@@ -176,6 +176,9 @@ def node_dsl(cid: str, component_name: str, params: dict, show: str = "formalize
     }}
 
 
+CODE_TOOL = {"component_name": "CodeExec", "name": "CodeExec", "params": {}}     # CodeExec as an Agent tool
+
+
 def agent_dsl(tool: dict, *, cite: bool = True) -> dict:
     """Begin -> an Agent with one tool -> a Message streaming the Agent's answer."""
     return {"components": {

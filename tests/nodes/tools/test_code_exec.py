@@ -21,7 +21,7 @@ from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
 from tests.nodes.helpers import build, context, errors, state
-from tests.nodes.tools.support import agent_dsl, finished, node_dsl
+from tests.nodes.tools.support import CODE_TOOL, agent_dsl, finished, node_dsl
 from tests.runtime.sandbox_server import SandboxServer
 from tests.runtime.test_code_exec import CHART_SCRIPT, PNG_SIGNATURE, need_node
 
@@ -258,7 +258,6 @@ def tool_messages(script: Script) -> list[str]:
     return seen
 
 
-CODE_TOOL = {"component_name": "CodeExec", "name": "CodeExec", "params": {}}
 
 
 def calls(*scripts: str, lang: str = "python") -> dict:
