@@ -127,7 +127,7 @@ def runner_variant(dsl: dict, *, shared_models: bool):
 
 
 def graph_variant(dsl: dict):
-    from runtime.context import RunContext
+    from canvas2graph.types import RunContext
     from runtime.turn import prepare_turn
     compiled = compile_dsl(dsl)
     graph = compiled.graph(InMemorySaver())

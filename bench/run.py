@@ -46,7 +46,7 @@ import compiler  # noqa: E402
 from bench import dsls, handwritten  # noqa: E402
 from compiler import compile_dsl  # noqa: E402
 from runtime.checkpoint import open_checkpointer  # noqa: E402
-from runtime.context import RunContext  # noqa: E402
+from canvas2graph.types import RunContext  # noqa: E402
 from runtime.models import ModelFactory  # noqa: E402
 from runtime.scripted import Script  # noqa: E402
 from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402

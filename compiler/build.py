@@ -94,7 +94,7 @@ def component_timeout() -> float | None:
 
 
 def build_graph(plan: Plan) -> StateGraph:
-    from runtime.context import RunContext
+    from canvas2graph.types import RunContext
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext)
     inline = one_at_a_time(plan)

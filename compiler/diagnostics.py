@@ -1,54 +1,12 @@
 """Diagnostics: every problem found in a DSL, named by component, field and reason.
 
 The compiler never raises on bad input with anything but `CompileError`, which carries
-every diagnostic found so a user can fix them all in one pass.
+every diagnostic found so a user can fix them all in one pass. `Diagnostic` and `CompileError`
+live in `canvas2graph.types` (every layer reports them); the `Collector` the passes fill is here.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Iterable, Literal
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    code: str                    # stable, machine-readable, e.g. "unknown-component"
-    message: str                 # one sentence for people
-    component_id: str | None = None
-    field: str | None = None
-    severity: Severity = "error"
-    line: int | None = None      # for JSON syntax errors
-    column: int | None = None
-
-    def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def __str__(self) -> str:
-        where = []
-        if self.line is not None:
-            where.append(f"line {self.line}, column {self.column}")
-        if self.component_id:
-            where.append(self.component_id)
-        if self.field:
-            where.append(self.field)
-        prefix = ": ".join([self.severity, " ".join(where) if len(where) < 2 else " / ".join(where)]) if where else self.severity
-        return f"{prefix}: {self.message} [{self.code}]"
-
-
-class CompileError(Exception):
-    """The DSL cannot be compiled; `diagnostics` lists every reason (errors and warnings)."""
-
-    def __init__(self, diagnostics: Iterable[Diagnostic]):
-        self.diagnostics = list(diagnostics)
-        errors = [d for d in self.diagnostics if d.severity == "error"]
-        first = str(errors[0]) if errors else "no errors"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(first + more)
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.severity == "error"]
+from canvas2graph.types import CompileError, Diagnostic, Severity
 
 
 class Collector:
@@ -66,3 +24,6 @@ class Collector:
     @property
     def has_errors(self) -> bool:
         return any(d.severity == "error" for d in self.items)
+
+
+__all__ = ["Collector", "CompileError", "Diagnostic", "Severity"]

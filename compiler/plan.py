@@ -10,19 +10,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from canvas2graph.types import NodeConfigError
 from compiler.diagnostics import Collector
 from compiler.model import CanvasDSL, ComponentEntry
 from nodes.registry import KNOWN_ELSEWHERE, NO_ENGINE_CLASS, ComponentSpec, lookup
-
-
-class NodeConfigError(Exception):
-    """Raised by a Node while preparing, for a param that passes the model but cannot work."""
-
-    def __init__(self, field: str, message: str, code: str = "invalid-param"):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.code = code
 
 
 @dataclass

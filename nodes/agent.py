@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from pydantic import Field, ValidationError
 
 from compiler.model import ComponentEntry
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Result
 from nodes.errors import classify
 from nodes.llm import LLM, LLMParams, _THINK_SPLIT, parse_json_answer, report_usage, text_of, to_langchain

@@ -15,6 +15,7 @@ from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict, Field
 
+from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
 from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
 from runtime.state import LAST, OUT_PREFIX, OUTPUTS, channel, outputs_of, with_outputs
 from runtime.values import PENDING, is_pending
@@ -22,7 +23,7 @@ from runtime.values import PENDING, is_pending
 if TYPE_CHECKING:
     from compiler.model import ComponentEntry
     from compiler.plan import CanvasInfo
-    from runtime.context import RunContext
+    from canvas2graph.types import RunContext
 
 
 class Params(BaseModel):
@@ -43,18 +44,6 @@ class Params(BaseModel):
 
     def extra(self, key: str, default: Any = None) -> Any:
         return (self.model_extra or {}).get(key, default)
-
-
-class ComponentError(Exception):
-    """A component failed; carries the outputs RAGFlow reports in node_finished."""
-
-    def __init__(self, component_id: str, message: str, outputs: dict[str, Any] | None = None,
-                 inputs: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.component_id = component_id
-        self.message = message
-        self.outputs = outputs or {"_ERROR": message}
-        self.inputs = inputs or {}
 
 
 @dataclass
@@ -120,7 +109,6 @@ class Node:
         component that awaits (a model, a tool, a service) can be interrupted.
         """
         if runtime.context is not None and runtime.context.cancel_requested:
-            from runtime.context import TurnCancelled
             raise TurnCancelled(self.id)          # stop at the node boundary
         created = time.perf_counter()
         deadline = None
@@ -167,7 +155,6 @@ def template(text: Any, **kw) -> Template:
 
 def require_ref(value: Any, field: str, what: str) -> Ref:
     """A param that must be a reference; a compile-time error naming the field otherwise."""
-    from compiler.plan import NodeConfigError
     ref = bare_or_braced_ref(value)
     if ref is None:
         raise NodeConfigError(field, f"{what} must be a variable reference such as 'sys.query', 'env.name' "

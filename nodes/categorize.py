@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
 from nodes.llm import complete
 from nodes.registry import register

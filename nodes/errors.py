@@ -123,7 +123,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
     normal = [names[e.target] for e in plan.edges if e.source == node.id and e.kind in ("next", "exit", "loop", "enter")]
 
     async def handle(state: dict, error: NodeError) -> Command:
-        from runtime.context import TurnCancelled
+        from canvas2graph.types import TurnCancelled
         if isinstance(error.error, TurnCancelled):
             raise error.error                   # cancellation is not the component's failure
         outputs = failure_outputs(node, error.error)

@@ -35,7 +35,7 @@ import httpx
 from bs4 import BeautifulSoup
 from pydantic import Field, field_validator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from compiler.refs import Ref, Template, parse_ref
 from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
 from nodes.netguard import pinned_address, private_allowed

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from nodes.tool import as_text
 from runtime.mcp import ENV_VAR, MCPServerConfig, MCPServerNotConfigured, MCPSessions
 

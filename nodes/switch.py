@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from compiler.refs import Ref
 from nodes.base import Node, Params, Result, bare_or_braced_ref
 from nodes.registry import register

@@ -15,7 +15,7 @@ from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import Field, field_validator, model_validator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from compiler.refs import JINJA_PATTERN, Ref, Template
 from nodes.base import Node, Params, Result, require_ref, settle_pending, template
 from nodes.registry import register

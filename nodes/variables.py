@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from pydantic import Field, field_validator
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from compiler.refs import Ref, Template
 from nodes.base import Node, Params, Result, is_pending, require_ref, settle_pending, template
 from nodes.registry import register

@@ -16,10 +16,10 @@ from langgraph.errors import GraphRecursionError, NodeTimeoutError
 from langgraph.types import Command
 
 from compiler import CompiledCanvas
-from nodes.base import ComponentError
+from canvas2graph.types import ComponentError
 from nodes.begin import resume_value
 from nodes.fillup import missing_fields
-from runtime.context import RunContext, TurnCancelled
+from canvas2graph.types import RunContext, TurnCancelled
 from runtime.events import FINISH, EventAdapter
 from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
 from runtime.turn import prepare_turn, resume_update

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator
 from tabulate import tabulate
 
-from compiler.plan import NodeConfigError
+from canvas2graph.types import NodeConfigError
 from nodes.base import Params
 from nodes.netguard import pinned_address, private_allowed
 from nodes.registry import register

@@ -5,7 +5,7 @@ from typing import Any
 
 from compiler import compile_dsl, diagnose
 from runtime.checkpoint import open_checkpointer
-from runtime.context import RunContext
+from canvas2graph.types import RunContext
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest

@@ -8,7 +8,7 @@ import pytest
 
 from compiler import compile_dsl, diagnose
 from nodes.mcp_tools import MCPTool, mcp_sessions
-from runtime.context import RunContext
+from canvas2graph.types import RunContext
 from runtime.mcp import MCPServerNotConfigured, MCPServers
 from tests.conftest import cpn
 

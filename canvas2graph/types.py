@@ -1,0 +1,112 @@
+"""The types and errors every layer shares: the lowest module of canvas2graph.
+
+It imports nothing of the project, so `compiler`, `nodes`, `runtime` and `server` all import from
+here without importing each other (the data flows DSL -> plan -> graph -> events; the imports
+follow it, and this module sits under all of them). Users of the public API meet these types too:
+a `CompileError` and its `Diagnostic`s, the `RunContext` a graph runs with, the `ComponentError`
+a failed component raises.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+if TYPE_CHECKING:
+    from runtime.models import ModelFactory
+    from runtime.scripted import Script
+
+Severity = Literal["error", "warning"]
+
+
+# --- compile time --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a DSL, named by component, field and reason."""
+
+    code: str                    # stable, machine-readable, e.g. "unknown-component"
+    message: str                 # one sentence for people
+    component_id: str | None = None
+    field: str | None = None
+    severity: Severity = "error"
+    line: int | None = None      # for JSON syntax errors
+    column: int | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}, column {self.column}")
+        if self.component_id:
+            where.append(self.component_id)
+        if self.field:
+            where.append(self.field)
+        prefix = ": ".join([self.severity, " ".join(where) if len(where) < 2 else " / ".join(where)]) if where else self.severity
+        return f"{prefix}: {self.message} [{self.code}]"
+
+
+class CompileError(Exception):
+    """The DSL cannot be compiled; `diagnostics` lists every reason (errors and warnings)."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        first = str(errors[0]) if errors else "no errors"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(first + more)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+
+class NodeConfigError(Exception):
+    """Raised by a Node while preparing, for a param that passes the model but cannot work."""
+
+    def __init__(self, field: str, message: str, code: str = "invalid-param"):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.code = code
+
+
+# --- run time ------------------------------------------------------------------------------
+@dataclass
+class RunContext:
+    """What a run hands every node besides the state: models, the script, and services.
+
+    It travels as LangGraph's run `context` (the graph's `context_schema`), so one compiled graph
+    serves any configuration.
+    """
+
+    models: "ModelFactory"
+    script: "Script | None" = None
+    session_id: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+    cancel_requested: bool = False      # set by Runner.cancel(); nodes check it before they start
+
+
+class ComponentError(Exception):
+    """A component failed; carries the outputs RAGFlow reports in node_finished."""
+
+    def __init__(self, component_id: str, message: str, outputs: dict[str, Any] | None = None,
+                 inputs: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.component_id = component_id
+        self.message = message
+        self.outputs = outputs or {"_ERROR": message}
+        self.inputs = inputs or {}
+
+
+class TurnCancelled(Exception):
+    """Raised at a node boundary after the turn was cancelled."""
+
+
+# --- the command line ------------------------------------------------------------------------
+class UsageError(Exception):
+    """A wrong command line or unreadable file: printed as one line, exit status 2."""
+
+
+__all__ = ["Severity", "Diagnostic", "CompileError", "NodeConfigError", "RunContext", "ComponentError",
+           "TurnCancelled", "UsageError"]

@@ -1,0 +1,118 @@
+"""DSL -> compiled canvas: load, plan and check once, build LangGraph graphs from the result.
+
+    compiled = compile_dsl(text_or_dict)        # raises CompileError with diagnostics
+    graph = compiled.graph(checkpointer)        # a compiled LangGraph, cached per checkpointer
+
+`diagnose()` returns the diagnostics without raising (what `canvas2graph compile` prints).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from canvas2graph.types import CompileError, Diagnostic
+from compiler.diagnostics import Collector
+from compiler.load import load_dsl
+from compiler.plan import Plan, make_plan
+
+
+@dataclass
+class CompiledCanvas:
+    plan: Plan
+    diagnostics: list[Diagnostic]
+    digest: str
+    _graphs: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def component_ids(self) -> list[str]:
+        return list(self.plan.nodes)
+
+    @property
+    def recursion_limit(self) -> int:
+        """Supersteps one turn may take, derived from the DSL: every component once, and each
+        container's body as many times as it may pass (Loop: maximum_loop_count; Iteration:
+        the item limit), nested containers multiplied."""
+        nodes = self.plan.nodes
+        children: dict[str, list[str]] = {}
+        for cid, node in nodes.items():
+            if node.parent_id:
+                children.setdefault(node.parent_id, []).append(cid)
+
+        def cost(cid: str) -> int:
+            node = nodes[cid]
+            if node.role != "container":
+                return 1
+            body = sum(cost(c) for c in children.get(cid, []))
+            return 1 + node.max_passes() * (body + 1)
+
+        return sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10
+
+    def builder(self):
+        from compiler.build import build_graph
+        return build_graph(self.plan)
+
+    def graph(self, checkpointer=None):
+        key = id(checkpointer)
+        if key not in self._graphs:
+            self._graphs[key] = self.builder().compile(checkpointer=checkpointer)
+        return self._graphs[key]
+
+    def node_by_name(self) -> dict[str, Any]:
+        if "_by_name" not in self.__dict__:
+            self.__dict__["_by_name"] = {self.plan.node_names[cid]: node for cid, node in self.plan.nodes.items()}
+        return self.__dict__["_by_name"]
+
+
+def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
+    """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics.
+    `default_llm` is the model of components whose `llm_id` is empty."""
+    from compiler.check import check_plan
+    try:
+        dsl = load_dsl(source, default_llm=default_llm)
+    except CompileError as e:
+        return None, e.diagnostics
+    out = Collector()
+    plan = make_plan(dsl, out)
+    check_plan(plan, out)
+    if out.has_errors:
+        return None, out.items
+    return CompiledCanvas(plan, out.items, _digest(dsl.raw)), out.items
+
+
+_CACHE: dict[str, CompiledCanvas] = {}
+
+
+def compile_dsl(source: Any, *, default_llm: str | None = None) -> CompiledCanvas:
+    """Compile once per DSL content: the same DSL text returns the same CompiledCanvas."""
+    key = _source_key(source)
+    if key is not None and default_llm:
+        key += "\0" + default_llm
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
+    compiled, diags = diagnose(source, default_llm=default_llm)
+    if compiled is None:
+        raise CompileError(diags)
+    if key is not None:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = compiled
+    return compiled
+
+
+def _source_key(source: Any) -> str | None:
+    """The cache key of a source; None when it cannot be hashed (too deep, odd keys): diagnose decides."""
+    if isinstance(source, (str, bytes)):
+        return hashlib.sha256(source if isinstance(source, bytes) else source.encode()).hexdigest()
+    try:
+        return _digest(source)
+    except (RecursionError, TypeError, ValueError):
+        return None
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+__all__ = ["compile_dsl", "diagnose", "CompiledCanvas", "CompileError", "Diagnostic"]
