@@ -1,15 +1,21 @@
-"""The `canvas2graph` command: compile, run and export RAGFlow agent DSLs.
+"""The `canvas2graph` command: compile, run, export, index and serve RAGFlow agent DSLs.
 
-    canvas2graph compile FILE [--format text|json]
-    canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] [--mcp-config FILE] [--format jsonl|pretty]
+    canvas2graph compile DSL [--format text|json]
+    canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] ...
     canvas2graph export DSL [--format mermaid|json]
+    canvas2graph index PATH... --kb NAME
+    canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
 
-Every failure is a message on stderr and a non-zero exit, never a traceback.
+Every command's options are declared here, and each command names the function that runs it as
+"module:function", imported only when that command runs: `--help` loads neither LangGraph nor the
+server, and `run` never loads FastAPI. Every failure is a message on stderr and a non-zero exit,
+never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import signal
@@ -18,14 +24,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compiler import CompileError, compile_dsl, diagnose
-from runtime.session import TurnRejected
+from canvas2graph.types import UsageError
 
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")
 
 
-class UsageError(Exception):
-    """A wrong command line or unreadable file: printed as one line."""
+def default_db() -> str:
+    return os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB)
 
 
 def read_source(path: str) -> bytes:
@@ -44,6 +49,7 @@ def read_json_file(path: str, what: str) -> Any:
 
 # --- compile ---------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
+    from compiler import diagnose
     compiled, diags = diagnose(read_source(args.file), default_llm=args.default_llm)
     if args.format == "json":
         print(json.dumps({"ok": compiled is not None, "diagnostics": [d.to_dict() for d in diags]}, ensure_ascii=False, indent=2))
@@ -61,6 +67,7 @@ def cmd_compile(args) -> int:
 
 # --- export ----------------------------------------------------------------------------------
 def cmd_export(args) -> int:
+    from compiler import compile_dsl
     from compiler.export import to_json, to_mermaid
     compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
     if args.format == "mermaid":
@@ -72,7 +79,9 @@ def cmd_export(args) -> int:
 
 # --- run -------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
+    from compiler import compile_dsl
     from runtime.models import ModelFactory
+    from runtime.printers import JsonlPrinter, PrettyPrinter
     from runtime.scripted import Script
 
     compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
@@ -145,96 +154,7 @@ class _on_ctrl_c:
             self.loop.remove_signal_handler(signal.SIGINT)
 
 
-class JsonlPrinter:
-    """One event per line, flushed at once so tokens reach the reader while the model writes."""
-
-    def event(self, event: dict) -> None:
-        sys.stdout.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
-        sys.stdout.flush()
-
-    def note(self, text: str) -> None:
-        print(text, file=sys.stderr)
-
-    def done(self, outcome) -> None:
-        if outcome.error:
-            print(f"stopped: {outcome.error}", file=sys.stderr)
-
-
-class PrettyPrinter:
-    """A live view for people: steps, streamed text and the outcome, coloured on a terminal."""
-
-    def __init__(self, session: str):
-        self.color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        self.in_message = False
-        self.session = session
-        self.out(self.c("2", f"session {session}") + "\n")
-
-    def c(self, code: str, text: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.color else text
-
-    def out(self, text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    def _end_message(self) -> None:
-        if self.in_message:
-            self.out("\n")
-            self.in_message = False
-
-    def event(self, e: dict) -> None:
-        kind, d = e["event"], e["data"]
-        if kind == "node_started":
-            self._end_message()
-            name = d.get("component_name") or d["component_id"]
-            self.out(self.c("36", f"▶ {name}") + self.c("2", f" ({d['component_type']})") + "\n")
-        elif kind == "node_finished":
-            self._end_message()
-            mark = self.c("31", "✗") if d.get("error") else self.c("32", "✓")
-            shown = {k: v for k, v in d["outputs"].items() if not k.startswith("_")}
-            text = json.dumps(shown, ensure_ascii=False, default=str)
-            self.out(f"{mark} {d.get('component_name') or d['component_id']} "
-                     + self.c("2", f"{d['elapsed_time'] * 1000:.0f} ms ") + self.c("2", text[:200]) + "\n")
-            if d.get("error"):
-                self.out(self.c("31", f"  error: {d['error']}") + "\n")
-        elif kind == "message":
-            if d.get("start_to_think"):
-                self.out(self.c("2;3", "[thinking] "))
-            elif d.get("end_to_think"):
-                self.out(self.c("2;3", " [/thinking] "))
-            else:
-                if not self.in_message:
-                    self.out(self.c("1", "│ "))
-                    self.in_message = True
-                self.out(d.get("content", "").replace("\n", "\n│ "))
-        elif kind == "message_end":
-            self._end_message()
-        elif kind == "user_inputs":
-            self._end_message()
-            self.out(self.c("33", f"? {d.get('tips', '')}") + "\n")
-            for key, spec in (d.get("inputs") or {}).items():
-                self.out(self.c("33", f"  - {key} ({spec.get('type', 'line')})") + "\n")
-        elif kind == "workflow_finished" and not isinstance(d.get("outputs"), dict):
-            self._end_message()
-            self.out(self.c("33", f"■ {d.get('outputs')}") + "\n")
-        elif kind == "workflow_finished":
-            self._end_message()
-            u = d.get("usage") or {}
-            self.out(self.c("32", f"■ finished in {d['elapsed_time']:.2f} s") +
-                     self.c("2", f", {u.get('calls', 0)} model call(s), {u.get('total_tokens', 0)} tokens") + "\n")
-
-    def note(self, text: str) -> None:
-        self._end_message()
-        self.out(self.c("33", text) + "\n")
-
-    def done(self, outcome) -> None:
-        self._end_message()
-        if outcome.status == "paused":
-            self.out(self.c("33", f"■ paused: answer with --session {self.session} --inputs FILE") + "\n")
-        if outcome.status == "stopped":
-            self.out(self.c("31", f"■ stopped: {outcome.error or 'the run ended early'}") + "\n")
-
-
-# --- entry -----------------------------------------------------------------------------------
+# --- the argument tree ------------------------------------------------------------------------
 def add_default_llm(command: argparse.ArgumentParser, what: str = "the model of") -> None:
     """`--default-llm` (fill_default_llm), defaulting to $CANVAS2GRAPH_DEFAULT_LLM."""
     command.add_argument("--default-llm", metavar="MODEL@FACTORY", default=os.environ.get("CANVAS2GRAPH_DEFAULT_LLM"),
@@ -242,46 +162,105 @@ def add_default_llm(command: argparse.ArgumentParser, what: str = "the model of"
                               "(RAGFlow's templates leave some empty); default $CANVAS2GRAPH_DEFAULT_LLM")
 
 
+def add_mcp_config(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
+                         help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
+
+
+def add_db(command: argparse.ArgumentParser, help: str) -> None:
+    command.add_argument("--db", default=default_db(), help=help + " (default %(default)s, or $CANVAS2GRAPH_DB)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
     sub = p.add_subparsers(dest="command", required=True)
+
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
-    c.add_argument("file")
-    c.add_argument("--format", choices=["text", "json"], default="text")
+    c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
+    c.add_argument("--format", choices=["text", "json"], default="text", help="text for people (default) or JSON")
     add_default_llm(c)
-    c.set_defaults(func=cmd_compile)
+    c.set_defaults(func="runtime.cli:cmd_compile")
+
     r = sub.add_parser("run", help="run one turn of a DSL and print RAGFlow's events")
-    r.add_argument("file")
-    r.add_argument("--query", default="")
+    r.add_argument("file", help="the DSL: a JSON file, or - for stdin")
+    r.add_argument("--query", default="", help="the user's message for this turn (sys.query)")
     r.add_argument("--inputs", help="JSON file with the request's inputs (Begin form or a pending UserFillUp)")
     r.add_argument("--session", help="conversation id; reuse it to continue a conversation")
-    r.add_argument("--db", default=os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB),
-                   help="sessions database: a SQLite file (default %(default)s) or a postgresql:// URL")
+    add_db(r, "sessions database: a SQLite file or a postgresql:// URL")
     r.add_argument("--llm-script", help="JSON script of model replies; replaces every model (offline runs)")
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
-    r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty")
-    r.add_argument("--mcp-config", default=os.environ.get("CANVAS2GRAPH_MCP_CONFIG"),
-                   help="JSON file of the MCP servers Agents call, by mcp_id; default $CANVAS2GRAPH_MCP_CONFIG")
+    r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty",
+                   help="pretty: a live view for people (default); jsonl: RAGFlow's events, one per line")
+    add_mcp_config(r)
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
     add_default_llm(r)
-    r.set_defaults(func=cmd_run)
-    from runtime.retrieval.service import add_index_parser
-    add_index_parser(sub, os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB))
+    r.set_defaults(func="runtime.cli:cmd_run")
+
+    i = sub.add_parser("index", help="chunk local files (Markdown, text, HTML, PDF) into the embedded retrieval store")
+    i.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    i.add_argument("--kb", required=True, help="dataset id the chunks belong to (what a DSL lists in dataset_ids)")
+    i.add_argument("--retrieval", help="retrieval store URL (default: retrieval.db beside the sessions database)")
+    add_db(i, "sessions database; the default store lives in its folder")
+    i.add_argument("--embd-id", help="embedding model (model@Factory) to store vectors with; text only without")
+    i.add_argument("--quiet", action="store_true", help="no progress bar")
+    i.set_defaults(func="runtime.retrieval.service:cmd_index")
+
     x = sub.add_parser("export", help="print the compiled graph")
-    x.add_argument("file")
-    x.add_argument("--format", choices=["mermaid", "json"], default="mermaid")
+    x.add_argument("file", help="the DSL: a JSON file, or - for stdin")
+    x.add_argument("--format", choices=["mermaid", "json"], default="mermaid",
+                   help="mermaid: a flowchart with every branch labelled (default); json: nodes and edges")
     add_default_llm(x)
-    x.set_defaults(func=cmd_export)
-    from server.cli import add_server_commands     # serve, tokens (the server package adds its own commands)
-    add_server_commands(sub)
+    x.set_defaults(func="runtime.cli:cmd_export")
+
+    s = sub.add_parser("serve", help="serve the HTTP API (RAGFlow-compatible agent routes, compile-and-run)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    s.add_argument("--port", type=int, default=9380, help="port to listen on (default %(default)s, RAGFlow's)")
+    add_db(s, "agents, sessions, tokens and checkpoints: a SQLite file or a postgresql:// URL (several servers can share it)")
+    s.add_argument("--llm-script", default=os.environ.get("CANVAS2GRAPH_LLM_SCRIPT"),
+                   help="testing aid: every model answers from this script, a fresh copy per turn "
+                        "(default $CANVAS2GRAPH_LLM_SCRIPT)")
+    s.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
+    s.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
+                                       "(default: retrieval.db beside a SQLite --db)")
+    add_default_llm(s, "stored with agents as the model of")
+    add_mcp_config(s)
+    s.add_argument("--allow-local-code", action="store_true",
+                   help="let CodeExec run code on this machine (refused unless set)")
+    s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
+    s.add_argument("--busy-wait", type=float, default=30.0,
+                   help="seconds a request waits for its session's running turn to end before it is refused "
+                        "(default 30)")
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="server log level (default %(default)s)")
+    s.set_defaults(func="server.cli:cmd_serve")
+
+    t = sub.add_parser("tokens", help="create, list and revoke API tokens (one tenant per token)")
+    tsub = t.add_subparsers(dest="tokens_command", required=True)
+    tc = tsub.add_parser("create", help="print a new token for a tenant (shown once: only its hash is stored)")
+    tc.add_argument("--tenant", required=True, help="the tenant the token acts for")
+    tl = tsub.add_parser("list", help="list tokens (ids, tenants, dates), never the tokens themselves")
+    tl.add_argument("--tenant", help="only this tenant's tokens")
+    tr = tsub.add_parser("revoke", help="revoke a token, given the token or its id")
+    tr.add_argument("token", help="the token, or its id from `tokens list`")
+    tr.add_argument("--tenant", help="only revoke it if it belongs to this tenant")
+    for command in (tc, tl, tr):
+        add_db(command, "the server's database")
+    t.set_defaults(func="server.cli:cmd_tokens")
     return p
+
+
+def command(path: str):
+    """The function a command names as "module:function"."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from canvas2graph.types import CompileError
     try:
-        return args.func(args)
+        return command(args.func)(args)
     except CompileError as e:
         for d in e.diagnostics:
             print(f"{args.file}: {d}", file=sys.stderr)
@@ -289,23 +268,26 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"canvas2graph: {e}", file=sys.stderr)
         return 2
-    except TurnRejected as e:
-        print(f"canvas2graph: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("canvas2graph: interrupted", file=sys.stderr)
         return 130
     except Exception as e:      # the last line of defence: one line, no traceback
-        from runtime.models import ModelConfigError
-        from runtime.scripted import ScriptError
-        from runtime.retrieval.protocol import RetrievalError
-        if isinstance(e, (ModelConfigError, ScriptError, RetrievalError)):
+        if _is_user_error(e):
             print(f"canvas2graph: {e}", file=sys.stderr)
             return 2
         print(f"canvas2graph: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         if os.environ.get("CANVAS2GRAPH_DEBUG"):
             raise
         return 3
+
+
+def _is_user_error(e: Exception) -> bool:
+    """Errors that name something the user configured (a model, a script, a backend, a paused session)."""
+    from runtime.models import ModelConfigError
+    from runtime.retrieval.protocol import RetrievalError
+    from runtime.scripted import ScriptError
+    from runtime.session import TurnRejected
+    return isinstance(e, (ModelConfigError, ScriptError, RetrievalError, TurnRejected))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""The HTTP API: RAGFlow's agent routes and the compile-and-run routes (`create_app`)."""
-from server.app import create_app
-from server.config import ServerConfig
+"""The HTTP API: RAGFlow's agent routes and the compile-and-run routes.
 
-__all__ = ["create_app", "ServerConfig"]
+`server.app.create_app(ServerConfig(...))` builds the FastAPI app; `server.cli` holds the `serve` and
+`tokens` commands. Nothing is imported here, so the command line reaches `server.cli` without
+loading FastAPI.
+"""

@@ -65,15 +65,4 @@ def cmd_index(args) -> int:
     return 0
 
 
-def add_index_parser(sub, default_db: str) -> None:
-    x = sub.add_parser("index", help="chunk local files (Markdown, text, HTML, PDF) into the embedded retrieval store")
-    x.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
-    x.add_argument("--kb", required=True, help="dataset id the chunks belong to (what a DSL lists in dataset_ids)")
-    x.add_argument("--retrieval", help="retrieval store URL (default: retrieval.db beside the sessions database)")
-    x.add_argument("--db", default=default_db, help="sessions database; the default store lives in its folder")
-    x.add_argument("--embd-id", help="embedding model (model@Factory) to store vectors with; text only without")
-    x.add_argument("--quiet", action="store_true", help="no progress bar")
-    x.set_defaults(func=cmd_index)
-
-
-__all__ = ["retrieval_service", "cmd_index", "add_index_parser", "uses_retrieval", "default_url"]
+__all__ = ["retrieval_service", "cmd_index", "uses_retrieval", "default_url"]
