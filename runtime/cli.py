@@ -117,7 +117,11 @@ def cmd_run(args) -> int:
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
     mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
-    return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
+    try:
+        return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
+    finally:
+        from runtime.tracing import flush
+        flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
 
 
 def load_mcp_config(path: str):
@@ -136,7 +140,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
 
     async with open_checkpointer(args.db) as saver, \
             retrieval_service(compiled, args.retrieval, args.db) as services:
-        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})})
+        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})},
+                        name=agent_name(compiled, args.file))
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
