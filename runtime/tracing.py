@@ -22,9 +22,11 @@ graph exactly as without this module (`python -m bench.tracing` measures it).
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Awaitable, Callable
 
+log = logging.getLogger("canvas2graph.tracing")
 DEFAULT_NAME = "canvas2graph"
 TAG = "canvas2graph"
 
@@ -83,13 +85,19 @@ def langfuse_handler():
 
 
 def flush() -> None:
-    """Send what the tracers still hold: a command that exits right after its run calls this."""
-    if langsmith_enabled():
-        from langchain_core.tracers.langchain import wait_for_all_tracers
-        wait_for_all_tracers()
-    if langfuse_enabled():
-        from langfuse import get_client
-        get_client().flush()
+    """Send what the tracers still hold: a command that exits right after its run calls this.
+
+    A collector that cannot be reached delays it by the tracers' own timeouts and retries (they print
+    why); it never fails the command, whose run is over."""
+    try:
+        if langsmith_enabled():
+            from langchain_core.tracers.langchain import wait_for_all_tracers
+            wait_for_all_tracers()
+        if langfuse_enabled():
+            from langfuse import get_client
+            get_client().flush()
+    except Exception as e:          # noqa: BLE001 - tracing must not turn a finished run into a failure
+        log.warning("could not send the traces: %s: %s", type(e).__name__, e)
 
 
 async def tool_run(name: str, args: dict, call_id: str | None, call: Callable[[], Awaitable[str]], *,
