@@ -1,4 +1,6 @@
-"""Plan -> Mermaid flowchart or JSON, with every branch drawn."""
+"""Plan -> Mermaid flowchart or JSON, with every branch drawn and labelled.
+
+The pictures (`compiler.picture`, SVG and PNG through Graphviz) read the same plan edges."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +30,7 @@ def to_mermaid(plan: Plan) -> str:
     for edge in plan.edges:
         if edge.target not in ids:
             continue
-        if edge.kind == "route":
+        if edge.label:          # a Switch case, a category, a container's pass, an error goto
             lines.append(f'    {ids[edge.source]} -. "{_text(edge.label)}" .-> {ids[edge.target]}')
         else:
             lines.append(f"    {ids[edge.source]} --> {ids[edge.target]}")

@@ -105,7 +105,24 @@ def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None) -> C
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
     if default_llm:
         dsl = fill_default_llm(dsl, default_llm)
-    return build_model(migrate(dsl))
+    model = build_model(migrate(dsl))
+    model.title = title_of(doc)
+    return model
+
+
+def title_of(doc: Any) -> str:
+    """The agent's title from the template, agent record or envelope around a DSL ("" for a bare DSL):
+    what traces and pictures are named after."""
+    for _ in range(4):
+        if not isinstance(doc, dict) or "components" in doc:
+            return ""
+        title = doc.get("title")
+        if isinstance(title, dict):         # RAGFlow's templates: {"en": ..., "zh": ...}
+            title = title.get("en") or next((t for t in title.values() if isinstance(t, str) and t.strip()), "")
+        if isinstance(title, str) and title.strip():
+            return " ".join(title.split())
+        doc = doc.get("dsl") if isinstance(doc.get("dsl"), dict) else doc.get("data")
+    return ""
 
 
 MODEL_COMPONENTS = ("LLM", "Agent", "Categorize")

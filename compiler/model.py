@@ -31,6 +31,7 @@ class CanvasDSL:
     globals: dict[str, Any] = field(default_factory=dict)
     variables: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    title: str = ""            # the agent's title when the DSL came in a template or agent record
 
     def initial_globals(self) -> dict[str, Any]:
         """sys.* defaults, then the DSL's globals, then env.* defaults from `variables`."""

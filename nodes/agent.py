@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncIterator
 
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -26,6 +27,7 @@ from nodes.tool import Tool, as_text, formalize
 from nodes.tools.code_exec import artifact_markdown
 from nodes.mcp_tools import build_mcp_tools, call_mcp_tool, is_mcp_tool, mcp_sessions
 from runtime.state import REFERENCE, merge_reference
+from runtime.tracing import tool_run
 from runtime.values import PENDING, ref_values
 
 
@@ -257,6 +259,11 @@ class Agent(LLM):
             raise classify(e) from e
 
     async def _run_tool(self, call: dict, ctx, sink: dict, state) -> str:
+        """A tool's result as the model sees it; a tool run in the traces when tracing is on."""
+        return await tool_run(call["name"], call.get("args") or {}, call.get("id"),
+                              partial(self._call_tool, call, ctx, sink, state), agent_id=self.id)
+
+    async def _call_tool(self, call: dict, ctx, sink: dict, state) -> str:
         """A tool's result as the model sees it; failures are results too (the model may recover)."""
         tool = self.by_name.get(call["name"])
         if tool is None:

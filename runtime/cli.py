@@ -2,7 +2,7 @@
 
     canvas2graph compile DSL [--format text|json]
     canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] ...
-    canvas2graph export DSL [--format mermaid|json]
+    canvas2graph export DSL [--format mermaid|json|dot|svg|png] [--out FILE]
     canvas2graph index PATH... --kb NAME
     canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
 
@@ -66,14 +66,38 @@ def cmd_compile(args) -> int:
 
 
 # --- export ----------------------------------------------------------------------------------
+def agent_name(compiled, path: str) -> str:
+    """What a run or a picture is named after: the agent's title (a template or agent record has
+    one), else the DSL file's name; "" for a bare DSL read from stdin."""
+    return compiled.plan.dsl.title or ("" if path == "-" else Path(path).stem)
+
+
 def cmd_export(args) -> int:
     from compiler import compile_dsl
-    from compiler.export import to_json, to_mermaid
     compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
-    if args.format == "mermaid":
-        sys.stdout.write(to_mermaid(compiled.plan))
+    if args.format in ("svg", "png"):
+        from compiler.picture import render
+        data = render(compiled.plan, args.format, title=agent_name(compiled, args.file) or None)
+    elif args.format == "dot":
+        from compiler.picture import to_dot
+        data = to_dot(compiled.plan, title=agent_name(compiled, args.file) or None).encode()
+    elif args.format == "mermaid":
+        from compiler.export import to_mermaid
+        data = to_mermaid(compiled.plan).encode()
     else:
-        print(json.dumps(to_json(compiled.plan), ensure_ascii=False, indent=2))
+        from compiler.export import to_json
+        data = (json.dumps(to_json(compiled.plan), ensure_ascii=False, indent=2) + "\n").encode()
+    if args.out:
+        try:
+            Path(args.out).write_bytes(data)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.out}: {e.strerror}")
+        return 0
+    if args.format == "png" and sys.stdout.isatty():
+        raise UsageError("a PNG is binary: write it with --out FILE (or redirect stdout to a file)")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
     return 0
 
 
@@ -93,7 +117,11 @@ def cmd_run(args) -> int:
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
     mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
-    return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
+    try:
+        return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
+    finally:
+        from runtime.tracing import flush
+        flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
 
 
 def load_mcp_config(path: str):
@@ -112,7 +140,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
 
     async with open_checkpointer(args.db) as saver, \
             retrieval_service(compiled, args.retrieval, args.db) as services:
-        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})})
+        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})},
+                        name=agent_name(compiled, args.file))
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
@@ -206,10 +235,12 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func="runtime.retrieval.service:cmd_index")
 
-    x = sub.add_parser("export", help="print the compiled graph")
+    x = sub.add_parser("export", help="print or draw the compiled graph")
     x.add_argument("file", help="the DSL: a JSON file, or - for stdin")
-    x.add_argument("--format", choices=["mermaid", "json"], default="mermaid",
-                   help="mermaid: a flowchart with every branch labelled (default); json: nodes and edges")
+    x.add_argument("--format", choices=["mermaid", "json", "dot", "svg", "png"], default="mermaid",
+                   help="mermaid: a flowchart with every branch labelled (default); json: nodes and edges; "
+                        "dot: Graphviz source; svg, png: the picture, laid out by Graphviz's dot (installed apart)")
+    x.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
     add_default_llm(x)
     x.set_defaults(func="runtime.cli:cmd_export")
 

@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator, Callable
 from compiler import compile_dsl
 from runtime.session import Runner, TurnFailed, TurnRejected, TurnRequest
 from runtime.store import LEASE_SECONDS, Session, Store, process_owner
+from runtime.tracing import tracing_enabled
 
 log = logging.getLogger("canvas2graph.conversations")
 
@@ -166,7 +167,8 @@ class Conversations:
         compiled = compile_dsl(session.dsl_text or session.dsl)
         models, script = self.models()
         services = self.services(compiled) if callable(self.services) else self.services
-        runner = Runner(compiled, self.store.checkpointer, models, script, services=services)
+        runner = Runner(compiled, self.store.checkpointer, models, script, services=services,
+                        name=await self._trace_name(session), tenant=session.tenant)
         runner.preflight()
         await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)
@@ -185,6 +187,15 @@ class Conversations:
         if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
             raise turn.first.error
         return turn
+
+    async def _trace_name(self, session: Session) -> str:
+        """What the turn's trace is named after: its agent's title (read only when tracing is on), else
+        the title its DSL came with ("" lets the Runner choose)."""
+        if session.agent_id and tracing_enabled():
+            agent = await self.store.get_agent(session.tenant, session.agent_id)
+            if agent is not None:
+                return agent.title
+        return ""
 
     async def _take(self, session_id: str) -> None:
         """Hold the session's lease, waiting up to `busy_wait` seconds for a running turn to end."""

@@ -283,10 +283,13 @@ class ModelFactory:
             return cached
 
     def _build(self, llm_id: str, component_id: str | None, kwargs: dict[str, Any]) -> BaseChatModel:
+        # traces show whose model a call is: a Message streams an LLM's or Agent's generation in its own
+        # node, so the node's component_id alone would name the Message (only tracers read this)
+        metadata = {"llm_id": llm_id, **({"llm_component_id": component_id} if component_id else {})}
         if self._script is not None:
             from runtime.scripted import ScriptedChatModel  # lazy: only runs with --llm-script need it
 
-            return ScriptedChatModel(script=self._script, component_id=component_id)
+            return ScriptedChatModel(script=self._script, component_id=component_id, metadata=metadata)
 
         resolved = self._resolve(llm_id, component_id)
         from langchain_openai import ChatOpenAI  # lazy: importing the OpenAI SDK is slow
@@ -298,5 +301,6 @@ class ModelFactory:
             stream_usage=True,  # token counts for RAGFlow's events also when streaming
             max_retries=0,      # retries are the graph's job; client retries would double them
             timeout=self._timeout(),
+            metadata=metadata,
             **kwargs,
         )

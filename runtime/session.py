@@ -22,6 +22,7 @@ from nodes.fillup import missing_fields
 from canvas2graph.types import RunContext, TurnCancelled
 from runtime.events import FINISH, EventAdapter
 from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
+from runtime.tracing import trace_config
 from runtime.turn import prepare_turn, resume_update
 from runtime.values import is_pending
 
@@ -86,8 +87,11 @@ def _unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, bo
 
 class Runner:
     def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None,
-                 services: dict[str, Any] | None = None):
+                 services: dict[str, Any] | None = None, *, name: str = "", tenant: str = ""):
         self.compiled = compiled
+        # what traces are named after (default: the DSL's title) and whose runs they are: runtime/tracing.py
+        self.name = name or compiled.plan.dsl.title
+        self.tenant = tenant
         # run-wide services nodes reach through `ctx.extras`: "retrieval" (a backend), "mcp" (server
         # configs), "code" (the code-execution policy), ...
         self.services = dict(services or {})
@@ -210,7 +214,9 @@ class Runner:
         try:
             # "sync": a step's checkpoint is saved before the next step starts, so a process killed
             # at any moment loses only the steps that were running ("async" could lose finished ones)
-            async for part in self.graph.astream(graph_input, config, context=context,
+            # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
+            run_config = {**config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
+            async for part in self.graph.astream(graph_input, run_config, context=context,
                                                  durability="sync" if self.checkpointer is not None else None,
                                                  stream_mode=STREAM_MODES, version="v2"):
                 for event in adapter.feed(part):

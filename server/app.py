@@ -1,6 +1,7 @@
 """The FastAPI application: RAGFlow's agent API and the compile-and-run API over one database."""
 from __future__ import annotations
 
+import asyncio
 import gc
 from contextlib import asynccontextmanager
 from typing import Any
@@ -9,6 +10,7 @@ from fastapi import FastAPI
 
 from runtime.conversations import Conversations
 from runtime.store import open_store
+from runtime.tracing import flush as flush_traces
 from server.config import ModelSource, ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
@@ -52,6 +54,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     yield
         finally:
             await run_services.aclose()
+            await asyncio.to_thread(flush_traces)      # what the tracers still hold (nothing when tracing is off)
 
     app = FastAPI(title="canvas2graph", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)

@@ -43,6 +43,17 @@ def require_shared_file(path: Path | None) -> Path:
     return path
 
 
+def require_graphviz() -> str:
+    """The path of Graphviz's `dot`, or skip (fail under CI=true, where .ci/run installs it)."""
+    import shutil
+    dot = shutil.which("dot")
+    if dot is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Graphviz's `dot` is missing: .ci/run installs Debian's graphviz package")
+        pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz): pictures cannot be drawn")
+    return dot
+
+
 def cpn(component_name: str, params: dict | None = None, downstream: list | None = None, **entry) -> dict:
     """One component entry as RAGFlow stores it: `{"obj": {component_name, params}, "downstream", ...}`."""
     return {"obj": {"component_name": component_name, "params": params or {}}, "downstream": downstream or [], **entry}

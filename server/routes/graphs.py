@@ -1,18 +1,19 @@
 """Compile-and-run: the DSL comes with the request; no agent needs to be stored first."""
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler import diagnose
 from compiler.export import to_json, to_mermaid
 from runtime.store import StoreError
 from server.auth import tenant
-from server.errors import argument_error, data_error, ok
+from server.errors import ApiError, RetCode, argument_error, data_error, ok
 from server.routes.agents import parse_dsl, store
 from server.turns import _diagnostics_error, answer, require_compiles, start_turn, turn_request
 
@@ -25,7 +26,9 @@ class CompileBody(BaseModel):
 
 
 class ExportBody(CompileBody):
-    format: Literal["mermaid", "json"] = "mermaid"
+    format: Literal["mermaid", "json", "dot", "svg", "png"] = Field(
+        "mermaid", description="mermaid or json: in the JSON envelope; dot, svg or png: the file itself, "
+                               "with its content type (svg and png are laid out by Graphviz on the server)")
 
 
 class RunBody(BaseModel):
@@ -47,14 +50,26 @@ async def compile_graph(request: Request, body: CompileBody, tenant_id: str = De
                "diagnostics": [d.to_dict() for d in diags]})
 
 
-@router.post("/export", summary="The compiled graph as Mermaid (every branch labelled) or JSON")
+@router.post("/export", summary="The compiled graph as Mermaid or JSON (every branch labelled), or as a "
+                                 "picture: DOT, SVG or PNG",
+             responses={200: {"content": {"image/svg+xml": {}, "image/png": {}, "text/vnd.graphviz": {}}}})
 async def export_graph(request: Request, body: ExportBody, tenant_id: str = Depends(tenant)):
     compiled, diags = diagnose(parse_dsl(body.dsl, request))
     if compiled is None:
         raise _diagnostics_error(diags, "the DSL")
     if body.format == "mermaid":
         return ok({"format": "mermaid", "mermaid": to_mermaid(compiled.plan)})
-    return ok({"format": "json", "graph": to_json(compiled.plan)})
+    if body.format == "json":
+        return ok({"format": "json", "graph": to_json(compiled.plan)})
+    from compiler.picture import CONTENT_TYPES, DrawingError, render, to_dot
+    title = compiled.plan.dsl.title or None
+    if body.format == "dot":
+        return Response(to_dot(compiled.plan, title=title), media_type=CONTENT_TYPES["dot"])
+    try:        # dot runs as a child process: off the event loop
+        picture = await asyncio.to_thread(render, compiled.plan, body.format, title=title)
+    except DrawingError as e:
+        raise ApiError(RetCode.OPERATING_ERROR, str(e), status=503)
+    return Response(picture, media_type=CONTENT_TYPES[body.format])
 
 
 def _same(stored: Any, given: dict) -> bool:

@@ -41,6 +41,15 @@ def test_an_exported_agent_record_is_unwrapped():
     assert component_ids(record) == ["begin", "Message:A"]
 
 
+def test_the_agent_title_comes_from_the_record_template_or_envelope_around_the_dsl():
+    assert load_dsl(BARE).title == ""
+    assert load_dsl({"title": "My  agent\n", "dsl": BARE}).title == "My agent"
+    assert load_dsl({"title": {"zh": "演示", "en": "Demo"}, "dsl": BARE}).title == "Demo"
+    assert load_dsl({"title": {"zh": "演示"}, "dsl": BARE}).title == "演示"
+    assert load_dsl({"code": 0, "data": {"title": "t", "dsl": json.dumps(BARE)}}).title == "t"
+    assert load_dsl({"title": 3, "dsl": BARE}).title == ""
+
+
 def test_a_dsl_stored_as_a_json_string_is_parsed():
     assert component_ids({"title": "t", "dsl": json.dumps(BARE)}) == ["begin", "Message:A"]
 

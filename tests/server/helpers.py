@@ -103,8 +103,9 @@ def free_port() -> int:
 class Server:
     """`canvas2graph serve` in its own process."""
 
-    def __init__(self, db: str, tmp: Path, script: dict | None = None, *extra: str):
+    def __init__(self, db: str, tmp: Path, script: dict | None = None, *extra: str, env: dict | None = None):
         self.db, self.tmp = db, tmp
+        self.env = env          # the server's environment (default: this process's)
         self.script_path = tmp / f"script-{uuid.uuid4().hex[:8]}.json"
         self.script_path.write_text(json.dumps(script or SCRIPT))
         self.extra = list(extra)
@@ -118,7 +119,7 @@ class Server:
 
     def start(self) -> "Server":
         self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**(os.environ if self.env is None else self.env), "PYTHONPATH": str(REPO)}
         env.pop("CANVAS2GRAPH_LLM_SCRIPT", None)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
