@@ -91,6 +91,8 @@ class WebhookRuns:
         except BaseException as e:
             self.claimed.discard(call.id)
             await asyncio.shield(self._end(call, "rejected", error=_reason(e)))
+            # a run that never started leaves no session behind (the call's log says why)
+            await asyncio.shield(self.store.delete_sessions(agent.tenant, [session.id]))
             raise
         return call, turn
 

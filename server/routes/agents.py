@@ -99,6 +99,9 @@ async def owned_agent(request: Request, tenant_id: str, agent_id: str):
 async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Depends(tenant)):
     if not body.title.strip():
         raise argument_error("`title` must not be empty")
+    if body.tags is not None and not (isinstance(body.tags, str) or (
+            isinstance(body.tags, list) and all(isinstance(t, (str, int, float)) for t in body.tags))):
+        raise argument_error("`tags` must be a list of strings or a comma-separated text")
     dsl = parse_dsl(body.dsl, request)
     try:
         agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar,
