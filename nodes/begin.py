@@ -51,6 +51,11 @@ def field_value(value: Any, declared: Mapping[str, Any] | None = None) -> Any:
     return value
 
 
+# The request input that carries a webhook call to a Webhook-mode Begin (runtime/webhook.py builds it):
+# {"query": {...}, "headers": {...}, "body": {...}, "input": <the whole request>}. A name no form field takes.
+WEBHOOK_INPUT = "__webhook__"
+
+
 # LangGraph reads a dict resume value whose keys all look like interrupt ids as a map of answers by
 # interrupt id, and `{}` qualifies: a form resumed with no inputs (every field optional) would be
 # answered with nothing and ask again. The request's inputs therefore travel wrapped.
@@ -80,6 +85,11 @@ class Begin(Node):
     async def run(self, state, ctx) -> Result:
         request = state.get(REQUEST) or {}
         given = request.get("inputs") or {}
+        if self.params.mode == "Webhook" and isinstance(given.get(WEBHOOK_INPUT), dict):
+            # RAGFlow sets each part of the webhook payload as an output, and the request as input `request`
+            payload = given[WEBHOOK_INPUT]
+            outputs = {k: v for k, v in payload.items() if k != "input"}
+            return Result(outputs=outputs, inputs={"request": payload.get("input")})
         form = self.params.form()
         values: dict[str, Any] = {}
         if given:

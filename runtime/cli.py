@@ -5,6 +5,7 @@
     canvas2graph export DSL [--format mermaid|json|dot|svg|png] [--out FILE]
     canvas2graph index PATH... --kb NAME
     canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
+    canvas2graph templates list | export TEMPLATE | create TEMPLATE --tenant NAME
 
 Every command's options are declared here, and each command names the function that runs it as
 "module:function", imported only when that command runs: `--help` loads neither LangGraph nor the
@@ -278,6 +279,21 @@ def parser() -> argparse.ArgumentParser:
     for command in (tc, tl, tr):
         add_db(command, "the server's database")
     t.set_defaults(func="server.cli:cmd_tokens")
+
+    tp = sub.add_parser("templates", help="the agent templates canvas2graph ships: list, export, or create an agent")
+    tpsub = tp.add_subparsers(dest="templates_command", required=True)
+    tpl = tpsub.add_parser("list", help="list the templates (file name, id, source, title)")
+    tpl.add_argument("--format", choices=["text", "json"], default="text", help="text (default) or JSON")
+    tpx = tpsub.add_parser("export", help="write a template's DSL (to run, compile or edit it)")
+    tpx.add_argument("template", help="the template's name or id (see `templates list`)")
+    tpx.add_argument("--output", "-o", help="file to write (default: standard output)")
+    tpc = tpsub.add_parser("create", help="store a template as an agent of a tenant in the server's database")
+    tpc.add_argument("template", help="the template's name or id (see `templates list`)")
+    tpc.add_argument("--tenant", required=True, help="the tenant the agent belongs to")
+    tpc.add_argument("--title", help="the agent's title (default: the template's)")
+    add_db(tpc, "the server's database")
+    add_default_llm(tpc, "stored with the agent as the model of")
+    tp.set_defaults(func="runtime.templates:cmd_templates")
     return p
 
 

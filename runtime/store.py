@@ -29,6 +29,9 @@ from runtime.checkpoint import is_postgres
 TOKEN_PREFIX = "c2g-"
 LEASE_SECONDS = 20.0                 # a running turn renews its lease well before this
 ORDERABLE = {"create_time", "update_time", "title", "name"}
+MAX_DRAFT_VERSIONS = 20              # unreleased versions kept per agent (released ones are all kept), as RAGFlow
+WEBHOOK_CALLS_KEPT = 100             # calls (and their events) kept per agent for /webhook/logs
+TAG_MAX_CHARS, TAGS_MAX_CHARS = 64, 512
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS c2g_tokens (
@@ -36,14 +39,42 @@ SCHEMA = [
         created_at DOUBLE PRECISION NOT NULL, revoked_at DOUBLE PRECISION)""",
     """CREATE TABLE IF NOT EXISTS c2g_agents (
         id TEXT PRIMARY KEY, tenant TEXT NOT NULL, title TEXT NOT NULL, description TEXT,
-        avatar TEXT, dsl TEXT NOT NULL, create_time BIGINT NOT NULL, update_time BIGINT NOT NULL)""",
+        avatar TEXT, dsl TEXT NOT NULL, create_time BIGINT NOT NULL, update_time BIGINT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '', canvas_type TEXT)""",
     "CREATE UNIQUE INDEX IF NOT EXISTS c2g_agents_title ON c2g_agents (tenant, title)",
     """CREATE TABLE IF NOT EXISTS c2g_sessions (
         id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT, source TEXT NOT NULL, name TEXT,
         user_id TEXT, dsl TEXT NOT NULL, messages TEXT NOT NULL, reference TEXT NOT NULL,
         create_time BIGINT NOT NULL, update_time BIGINT NOT NULL,
-        lease_owner TEXT, lease_until DOUBLE PRECISION, cancel_requested INTEGER NOT NULL DEFAULT 0)""",
+        lease_owner TEXT, lease_until DOUBLE PRECISION, cancel_requested INTEGER NOT NULL DEFAULT 0,
+        version_id TEXT, version_title TEXT)""",
     "CREATE INDEX IF NOT EXISTS c2g_sessions_agent ON c2g_sessions (tenant, agent_id)",
+    """CREATE TABLE IF NOT EXISTS c2g_agent_versions (
+        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT NOT NULL, title TEXT, description TEXT,
+        released INTEGER NOT NULL DEFAULT 0, dsl TEXT NOT NULL, diagnostics TEXT NOT NULL, created_by TEXT,
+        create_time BIGINT NOT NULL, update_time BIGINT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS c2g_agent_versions_agent ON c2g_agent_versions (tenant, agent_id, create_time)",
+    """CREATE TABLE IF NOT EXISTS c2g_webhook_calls (
+        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT,
+        is_test INTEGER NOT NULL, mode TEXT NOT NULL, method TEXT, client TEXT, status TEXT NOT NULL,
+        http_status INTEGER, error TEXT, request TEXT NOT NULL, owner TEXT,
+        start_ts DOUBLE PRECISION NOT NULL, end_ts DOUBLE PRECISION)""",
+    "CREATE INDEX IF NOT EXISTS c2g_webhook_calls_agent ON c2g_webhook_calls (tenant, agent_id, start_ts)",
+    "CREATE INDEX IF NOT EXISTS c2g_webhook_calls_status ON c2g_webhook_calls (status)",
+    """CREATE TABLE IF NOT EXISTS c2g_webhook_events (
+        call_id TEXT NOT NULL, seq INTEGER NOT NULL, ts DOUBLE PRECISION NOT NULL, event TEXT NOT NULL,
+        PRIMARY KEY (call_id, seq))""",
+    """CREATE TABLE IF NOT EXISTS c2g_rate_buckets (
+        bucket TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, ts DOUBLE PRECISION NOT NULL)""",
+]
+
+# Columns added to tables after their first release: (table, column, definition). A database made by an
+# earlier version gets them when a store opens it (CREATE TABLE IF NOT EXISTS leaves old tables as they are).
+ADDED_COLUMNS = [
+    ("c2g_agents", "tags", "TEXT NOT NULL DEFAULT ''"),
+    ("c2g_agents", "canvas_type", "TEXT"),
+    ("c2g_sessions", "version_id", "TEXT"),
+    ("c2g_sessions", "version_title", "TEXT"),
 ]
 
 
@@ -94,6 +125,12 @@ class Agent:
     avatar: str | None = None
     create_time: int = 0
     update_time: int = 0
+    tags: str = ""                    # comma-separated, as RAGFlow stores them
+    canvas_type: str | None = None
+
+    @property
+    def tag_list(self) -> list[str]:
+        return [t for t in self.tags.split(",") if t]
 
 
 @dataclass
@@ -110,12 +147,50 @@ class Session:
     create_time: int = 0
     update_time: int = 0
     dsl_text: str = ""                # the DSL as stored: the compile cache keys on it
+    version_id: str | None = None     # the agent version the session started with (its DSL is `dsl`)
+    version_title: str | None = None
+
+
+@dataclass
+class Version:
+    """One saved DSL of an agent: who saved it, when, and what the compiler said about it."""
+    id: str
+    agent_id: str
+    tenant: str
+    title: str
+    released: bool
+    create_time: int
+    update_time: int
+    created_by: str = ""
+    description: str | None = None
+    dsl: Any = None                   # None in listings
+    diagnostics: dict | None = None   # {"compiles": bool, "diagnostics": [...]}; None in listings
+
+
+@dataclass
+class WebhookCall:
+    """One request a webhook received, and how its run went."""
+    id: str
+    tenant: str
+    agent_id: str
+    is_test: bool
+    mode: str                         # "Immediately" (answered at once, run in the background) or "Streaming"
+    status: str                       # running, finished, paused, stopped, cancelled, failed, rejected, interrupted
+    start_ts: float
+    session_id: str | None = None
+    method: str = ""
+    client: str = ""
+    http_status: int | None = None
+    error: str | None = None
+    end_ts: float | None = None
+    request: dict = field(default_factory=dict)   # the run's request ({query, inputs, user_id}), to resume it
+    owner: str | None = None          # the server process that accepted it
 
 
 def _agent(row: dict) -> Agent:
     return Agent(id=row["id"], tenant=row["tenant"], title=row["title"], dsl=json.loads(row["dsl"]),
                  description=row["description"], avatar=row["avatar"], create_time=row["create_time"],
-                 update_time=row["update_time"])
+                 update_time=row["update_time"], tags=row.get("tags") or "", canvas_type=row.get("canvas_type"))
 
 
 def _session(row: dict, with_dsl: bool = True) -> Session:
@@ -123,7 +198,47 @@ def _session(row: dict, with_dsl: bool = True) -> Session:
                    dsl=json.loads(row["dsl"]) if with_dsl else None, dsl_text=row["dsl"] if with_dsl else "",
                    name=row["name"] or "", user_id=row["user_id"] or "", messages=json.loads(row["messages"]),
                    reference=json.loads(row["reference"]), create_time=row["create_time"],
-                   update_time=row["update_time"])
+                   update_time=row["update_time"], version_id=row.get("version_id"),
+                   version_title=row.get("version_title"))
+
+
+def _version(row: dict) -> Version:
+    return Version(id=row["id"], agent_id=row["agent_id"], tenant=row["tenant"], title=row["title"] or "",
+                   released=bool(row["released"]), create_time=row["create_time"], update_time=row["update_time"],
+                   created_by=row.get("created_by") or "", description=row.get("description"),
+                   dsl=json.loads(row["dsl"]) if row.get("dsl") is not None else None,
+                   diagnostics=json.loads(row["diagnostics"]) if row.get("diagnostics") is not None else None)
+
+
+def _webhook_call(row: dict) -> WebhookCall:
+    return WebhookCall(id=row["id"], tenant=row["tenant"], agent_id=row["agent_id"], is_test=bool(row["is_test"]),
+                       mode=row["mode"], status=row["status"], start_ts=row["start_ts"], session_id=row["session_id"],
+                       method=row["method"] or "", client=row["client"] or "", http_status=row["http_status"],
+                       error=row["error"], end_ts=row["end_ts"], request=json.loads(row["request"]),
+                       owner=row["owner"])
+
+
+def normalize_tags(tags: Any) -> str:
+    """RAGFlow's tag rules: a list or a comma-separated text; commas inside a tag become spaces, tags are
+    cut to 64 characters, case-insensitive duplicates dropped, and the whole kept within 512 characters."""
+    if isinstance(tags, (list, tuple)):
+        cleaned = [str(t).replace(",", " ").strip() for t in tags if t is not None and str(t).strip()]
+    else:
+        cleaned = [t.strip() for t in str(tags or "").split(",") if t.strip()]
+    kept: list[str] = []
+    seen: set[str] = set()
+    used = 0
+    for tag in cleaned:
+        tag = tag[:TAG_MAX_CHARS]
+        if tag.lower() in seen:
+            continue
+        extra = len(tag) + (1 if kept else 0)
+        if used + extra > TAGS_MAX_CHARS:
+            break
+        seen.add(tag.lower())
+        kept.append(tag)
+        used += extra
+    return ",".join(kept)
 
 
 def _is_integrity_error(error: BaseException) -> bool:
@@ -148,13 +263,23 @@ class _Sqlite:
         self.conn = saver.conn
         self.lock = saver.lock
 
-    async def setup(self, statements: Iterable[str]) -> None:
+    async def setup(self, statements: Iterable[str], columns: Iterable[tuple[str, str, str]] = ()) -> None:
+        import sqlite3
         async with self.lock:
             # WAL and `synchronous` are set by open_checkpointer; another process (a second server,
             # `canvas2graph tokens`) may write the same file, so wait for it rather than fail
             await self.conn.execute("PRAGMA busy_timeout=30000")
             for sql in statements:
                 await self.conn.execute(sql)
+            for table, column, definition in columns:
+                async with self.conn.execute(f"PRAGMA table_info({table})") as cursor:
+                    present = {row[1] for row in await cursor.fetchall()}
+                if column not in present:
+                    try:
+                        await self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                    except sqlite3.OperationalError as e:     # another process added it meanwhile
+                        if "duplicate column" not in str(e):
+                            raise
             await self.conn.commit()
 
     async def execute(self, sql: str, params: tuple = ()) -> int:
@@ -189,7 +314,7 @@ class _Postgres:
         if self.pool is not None:
             await self.pool.close()
 
-    async def setup(self, statements: Iterable[str], saver=None) -> None:
+    async def setup(self, statements: Iterable[str], saver=None, columns: Iterable[tuple[str, str, str]] = ()) -> None:
         # several servers may start at once: one sets the schema up while the others wait
         async with self.pool.connection() as conn:
             await conn.execute("SELECT pg_advisory_lock(740215)")
@@ -198,6 +323,8 @@ class _Postgres:
                     await saver.setup()
                 for sql in statements:
                     await conn.execute(sql)
+                for table, column, definition in columns:
+                    await conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(740215)")
 
@@ -253,17 +380,18 @@ class Store:
 
     # --- agents --------------------------------------------------------------------------------
     async def create_agent(self, tenant: str, title: str, dsl: Any, description: str | None = None,
-                           avatar: str | None = None) -> Agent:
+                           avatar: str | None = None, canvas_type: str | None = None) -> Agent:
         if await self._title_taken(tenant, title):
             raise StoreError(f"an agent titled {title!r} already exists")
         now = now_ms()
         agent = Agent(id=uuid.uuid4().hex, tenant=tenant, title=title, dsl=dsl, description=description,
-                      avatar=avatar, create_time=now, update_time=now)
+                      avatar=avatar, create_time=now, update_time=now, canvas_type=canvas_type)
         try:
             await self.db.execute(
-                "INSERT INTO c2g_agents (id, tenant, title, description, avatar, dsl, create_time, update_time) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (agent.id, tenant, title, description, avatar, json.dumps(dsl, ensure_ascii=False), now, now))
+                "INSERT INTO c2g_agents (id, tenant, title, description, avatar, dsl, create_time, update_time, "
+                "canvas_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (agent.id, tenant, title, description, avatar, json.dumps(dsl, ensure_ascii=False), now, now,
+                 canvas_type))
         except Exception as e:
             if _is_integrity_error(e):      # created by a concurrent request meanwhile
                 raise StoreError(f"an agent titled {title!r} already exists") from None
@@ -278,14 +406,27 @@ class Store:
         rows = await self.db.fetchall("SELECT * FROM c2g_agents WHERE tenant = ? AND id = ?", (tenant, agent_id))
         return _agent(rows[0]) if rows else None
 
+    async def find_agent(self, agent_id: str) -> Agent | None:
+        """An agent by id, whoever owns it: for its webhook, whose URL is public by design."""
+        rows = await self.db.fetchall("SELECT * FROM c2g_agents WHERE id = ?", (agent_id,))
+        return _agent(rows[0]) if rows else None
+
     async def list_agents(self, tenant: str, *, page: int = 1, page_size: int = 30, orderby: str = "update_time",
-                          desc: bool = True, agent_id: str | None = None, title: str | None = None
-                          ) -> tuple[list[Agent], int]:
+                          desc: bool = True, agent_id: str | None = None, title: str | None = None,
+                          tags: list[str] | None = None, keywords: str | None = None) -> tuple[list[Agent], int]:
+        """`tags`: agents with any of them; `keywords`: in the title or the tags (RAGFlow's filters)."""
         where, params = "tenant = ?", [tenant]
         if agent_id:
             where, params = where + " AND id = ?", params + [agent_id]
         if title:
             where, params = where + " AND title = ?", params + [title]
+        if tags:
+            # wrapped in commas so that tag "ml" does not match "ml-ops"
+            where += " AND (" + " OR ".join(["LOWER(',' || tags || ',') LIKE ? ESCAPE '\\'"] * len(tags)) + ")"
+            params += [f"%,{_like(t.lower())},%" for t in tags]
+        if keywords:
+            where += " AND (LOWER(title) LIKE ? ESCAPE '\\' OR LOWER(tags) LIKE ? ESCAPE '\\')"
+            params += [f"%{_like(keywords.lower())}%"] * 2
         total = (await self.db.fetchall(f"SELECT COUNT(*) AS n FROM c2g_agents WHERE {where}", tuple(params)))[0]["n"]
         order = _order(orderby, desc, default="update_time")
         rows = await self.db.fetchall(f"SELECT * FROM c2g_agents WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
@@ -302,36 +443,125 @@ class Store:
             setattr(agent, key, value)
         agent.update_time = now_ms()
         await self.db.execute(
-            "UPDATE c2g_agents SET title = ?, description = ?, avatar = ?, dsl = ?, update_time = ? "
-            "WHERE tenant = ? AND id = ?",
+            "UPDATE c2g_agents SET title = ?, description = ?, avatar = ?, dsl = ?, update_time = ?, "
+            "canvas_type = ? WHERE tenant = ? AND id = ?",
             (agent.title, agent.description, agent.avatar, json.dumps(agent.dsl, ensure_ascii=False),
-             agent.update_time, tenant, agent_id))
+             agent.update_time, agent.canvas_type, tenant, agent_id))
         return agent
 
     async def delete_agent(self, tenant: str, agent_id: str) -> bool:
-        """Delete an agent with its sessions and their checkpoints."""
+        """Delete an agent with its sessions and their checkpoints, its versions and its webhook log."""
         if await self.get_agent(tenant, agent_id) is None:
             return False
         rows = await self.db.fetchall("SELECT id FROM c2g_sessions WHERE tenant = ? AND agent_id = ?", (tenant, agent_id))
         await self.delete_sessions(tenant, [r["id"] for r in rows])
+        await self.db.execute("DELETE FROM c2g_agent_versions WHERE tenant = ? AND agent_id = ?", (tenant, agent_id))
+        await self.db.execute("DELETE FROM c2g_webhook_events WHERE call_id IN "
+                              "(SELECT id FROM c2g_webhook_calls WHERE tenant = ? AND agent_id = ?)", (tenant, agent_id))
+        await self.db.execute("DELETE FROM c2g_webhook_calls WHERE tenant = ? AND agent_id = ?", (tenant, agent_id))
+        await self.db.execute("DELETE FROM c2g_rate_buckets WHERE bucket = ?", (webhook_bucket(agent_id),))
         await self.db.execute("DELETE FROM c2g_agents WHERE tenant = ? AND id = ?", (tenant, agent_id))
         return True
+
+    # --- tags ----------------------------------------------------------------------------------
+    async def set_tags(self, tenant: str, agent_id: str, tags: Any) -> str | None:
+        """Replace an agent's tags (normalized as RAGFlow does); None when the tenant has no such agent."""
+        value = normalize_tags(tags)
+        changed = await self.db.execute("UPDATE c2g_agents SET tags = ? WHERE tenant = ? AND id = ?",
+                                        (value, tenant, agent_id))
+        return value if changed else None
+
+    async def tag_counts(self, tenant: str) -> list[tuple[str, int]]:
+        """(tag, number of the tenant's agents with it), most used first, then by name."""
+        counts: dict[str, int] = {}
+        for row in await self.db.fetchall("SELECT tags FROM c2g_agents WHERE tenant = ?", (tenant,)):
+            for tag in (row["tags"] or "").split(","):
+                if tag.strip():
+                    counts[tag.strip()] = counts.get(tag.strip(), 0) + 1
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+    # --- versions ------------------------------------------------------------------------------
+    async def save_version(self, tenant: str, agent_id: str, dsl: Any, *, title: str, diagnostics: dict,
+                           created_by: str, released: bool = False, description: str | None = None) -> Version:
+        """Keep a saved DSL as a version, as RAGFlow's save_or_replace_latest does.
+
+        A save whose DSL is the latest version's refreshes that version (its time, author and release
+        flag) instead of adding a copy, unless the latest is released and this save is not: a released
+        version is never changed. At most MAX_DRAFT_VERSIONS unreleased versions are kept.
+        """
+        text = json.dumps(dsl, ensure_ascii=False, sort_keys=True)
+        now = now_ms()
+        rows = await self.db.fetchall(
+            "SELECT id, dsl, released FROM c2g_agent_versions WHERE tenant = ? AND agent_id = ? "
+            "ORDER BY create_time DESC, id DESC LIMIT 1", (tenant, agent_id))
+        latest = rows[0] if rows else None
+        same = latest is not None and json.dumps(json.loads(latest["dsl"]), ensure_ascii=False, sort_keys=True) == text
+        if same and not (latest["released"] and not released):
+            await self.db.execute(
+                "UPDATE c2g_agent_versions SET update_time = ?, created_by = ?, released = ?, diagnostics = ? "
+                "WHERE id = ?", (now, created_by, int(bool(latest["released"]) or released),
+                                 json.dumps(diagnostics, ensure_ascii=False), latest["id"]))
+            version_id = latest["id"]
+        else:
+            version_id = uuid.uuid4().hex
+            # a version made in the same millisecond as the last one still sorts after it
+            newest = await self.db.fetchall("SELECT MAX(create_time) AS t FROM c2g_agent_versions "
+                                            "WHERE tenant = ? AND agent_id = ?", (tenant, agent_id))
+            created = max(now, int(newest[0]["t"] or 0) + 1)
+            await self.db.execute(
+                "INSERT INTO c2g_agent_versions (id, tenant, agent_id, title, description, released, dsl, diagnostics, "
+                "created_by, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (version_id, tenant, agent_id, title, description, int(released), json.dumps(dsl, ensure_ascii=False),
+                 json.dumps(diagnostics, ensure_ascii=False), created_by, created, created))
+            await self._prune_versions(tenant, agent_id)
+        version = await self.get_version(tenant, agent_id, version_id)
+        assert version is not None
+        return version
+
+    async def _prune_versions(self, tenant: str, agent_id: str) -> None:
+        drafts = await self.db.fetchall(
+            "SELECT id FROM c2g_agent_versions WHERE tenant = ? AND agent_id = ? AND released = 0 "
+            "ORDER BY create_time DESC, id DESC", (tenant, agent_id))
+        for row in drafts[MAX_DRAFT_VERSIONS:]:
+            await self.db.execute("DELETE FROM c2g_agent_versions WHERE id = ?", (row["id"],))
+
+    async def list_versions(self, tenant: str, agent_id: str) -> list[Version]:
+        """An agent's versions, the most recently saved first, without their DSLs."""
+        rows = await self.db.fetchall(
+            "SELECT id, tenant, agent_id, title, released, created_by, create_time, update_time FROM c2g_agent_versions "
+            "WHERE tenant = ? AND agent_id = ? ORDER BY update_time DESC, create_time DESC", (tenant, agent_id))
+        return [_version(r) for r in rows]
+
+    async def get_version(self, tenant: str, agent_id: str, version_id: str) -> Version | None:
+        rows = await self.db.fetchall("SELECT * FROM c2g_agent_versions WHERE tenant = ? AND agent_id = ? AND id = ?",
+                                      (tenant, agent_id, version_id))
+        return _version(rows[0]) if rows else None
+
+    async def latest_version(self, tenant: str, agent_id: str, *, released: bool = False) -> Version | None:
+        """The newest version (the newest released one with `released`), with its DSL."""
+        where = " AND released = 1" if released else ""
+        rows = await self.db.fetchall(f"SELECT * FROM c2g_agent_versions WHERE tenant = ? AND agent_id = ?{where} "
+                                      "ORDER BY create_time DESC, id DESC LIMIT 1", (tenant, agent_id))
+        return _version(rows[0]) if rows else None
 
     # --- sessions ------------------------------------------------------------------------------
     async def create_session(self, tenant: str, *, source: str, dsl: Any, agent_id: str | None = None,
                              name: str = "", user_id: str = "", messages: list | None = None,
-                             session_id: str | None = None) -> Session:
+                             session_id: str | None = None, version: Version | None = None) -> Session:
+        """A session runs `dsl` for its whole life; `version` names the agent version that DSL is."""
         now = now_ms()
         dsl_text = dsl if isinstance(dsl, str) else json.dumps(dsl, ensure_ascii=False)
         session = Session(id=session_id or uuid.uuid4().hex, tenant=tenant, agent_id=agent_id, source=source,
                           dsl=json.loads(dsl_text), dsl_text=dsl_text, name=name, user_id=user_id,
-                          messages=list(messages or []), create_time=now, update_time=now)
+                          messages=list(messages or []), create_time=now, update_time=now,
+                          version_id=version.id if version else None, version_title=version.title if version else None)
         try:
             await self.db.execute(
                 "INSERT INTO c2g_sessions (id, tenant, agent_id, source, name, user_id, dsl, messages, reference, "
-                "create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "create_time, update_time, version_id, version_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session.id, tenant, agent_id, source, name, user_id, dsl_text,
-                 json.dumps(session.messages, ensure_ascii=False), "[]", now, now))
+                 json.dumps(session.messages, ensure_ascii=False), "[]", now, now, session.version_id,
+                 session.version_title))
         except Exception as e:
             if _is_integrity_error(e):
                 raise StoreError(f"session id {session.id} is not available: choose another") from None
@@ -355,7 +585,7 @@ class Store:
         if user_id:
             where, params = where + " AND user_id = ?", params + [user_id]
         columns = "*" if with_dsl else ("id, tenant, agent_id, source, name, user_id, messages, reference, "
-                                        "create_time, update_time")
+                                        "create_time, update_time, version_id, version_title")
         order = _order(orderby, desc, default="update_time")
         rows = await self.db.fetchall(f"SELECT {columns} FROM c2g_sessions WHERE {where} ORDER BY {order} "
                                       "LIMIT ? OFFSET ?", tuple(params) + _page(page, page_size))
@@ -426,6 +656,104 @@ class Store:
                                       (owner,))
         return [r["id"] for r in rows]
 
+    async def lease_is_live(self, session_id: str) -> bool:
+        """Whether a live process holds the session's lease (it is running a turn on it)."""
+        rows = await self.db.fetchall("SELECT lease_owner, lease_until FROM c2g_sessions WHERE id = ?", (session_id,))
+        if not rows or not rows[0]["lease_owner"]:
+            return False
+        return rows[0]["lease_until"] >= time.time() and not _owner_is_dead(rows[0]["lease_owner"])
+
+    # --- webhooks ------------------------------------------------------------------------------
+    async def add_webhook_call(self, call: WebhookCall) -> None:
+        """Record a call (and forget the agent's oldest beyond WEBHOOK_CALLS_KEPT)."""
+        await self.db.execute(
+            "INSERT INTO c2g_webhook_calls (id, tenant, agent_id, session_id, is_test, mode, method, client, status, "
+            "http_status, error, request, owner, start_ts, end_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.id, call.tenant, call.agent_id, call.session_id, int(call.is_test), call.mode, call.method,
+             call.client, call.status, call.http_status, call.error, json.dumps(call.request, ensure_ascii=False,
+                                                                                 default=str),
+             call.owner, call.start_ts, call.end_ts))
+        old = await self.db.fetchall(
+            "SELECT id FROM c2g_webhook_calls WHERE tenant = ? AND agent_id = ? ORDER BY start_ts DESC, id DESC",
+            (call.tenant, call.agent_id))
+        for row in old[WEBHOOK_CALLS_KEPT:]:
+            await self.db.execute("DELETE FROM c2g_webhook_events WHERE call_id = ?", (row["id"],))
+            await self.db.execute("DELETE FROM c2g_webhook_calls WHERE id = ?", (row["id"],))
+
+    async def update_webhook_call(self, call_id: str, **fields: Any) -> None:
+        allowed = {"status", "http_status", "error", "end_ts", "session_id", "owner"}
+        if not fields or set(fields) - allowed:
+            raise ValueError(f"cannot update webhook call fields {sorted(set(fields) - allowed)}")
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        await self.db.execute(f"UPDATE c2g_webhook_calls SET {assignments} WHERE id = ?",
+                              (*fields.values(), call_id))
+
+    async def add_webhook_events(self, call_id: str, first_seq: int, events: list[tuple[float, dict]]) -> None:
+        """Append (ts, event) pairs to a call's trace, numbered from `first_seq`."""
+        for i, (ts, event) in enumerate(events):
+            await self.db.execute("INSERT INTO c2g_webhook_events (call_id, seq, ts, event) VALUES (?, ?, ?, ?)",
+                                  (call_id, first_seq + i, ts, json.dumps(event, ensure_ascii=False, default=str)))
+
+    async def webhook_events(self, call_id: str, since_ts: float) -> list[dict]:
+        rows = await self.db.fetchall("SELECT ts, event FROM c2g_webhook_events WHERE call_id = ? AND ts > ? "
+                                      "ORDER BY seq", (call_id, since_ts))
+        return [{"ts": r["ts"], **json.loads(r["event"])} for r in rows]
+
+    async def next_event_seq(self, call_id: str) -> int:
+        rows = await self.db.fetchall("SELECT MAX(seq) AS n FROM c2g_webhook_events WHERE call_id = ?", (call_id,))
+        return int(rows[0]["n"]) + 1 if rows and rows[0]["n"] is not None else 0
+
+    async def webhook_calls(self, tenant: str, agent_id: str, *, limit: int = 20, is_test: bool | None = None,
+                            after_ts: float | None = None, oldest_first: bool = False) -> list[WebhookCall]:
+        where, params = "tenant = ? AND agent_id = ?", [tenant, agent_id]
+        if is_test is not None:
+            where, params = where + " AND is_test = ?", params + [int(is_test)]
+        if after_ts is not None:
+            where, params = where + " AND start_ts > ?", params + [after_ts]
+        order = "ASC" if oldest_first else "DESC"
+        rows = await self.db.fetchall(f"SELECT * FROM c2g_webhook_calls WHERE {where} ORDER BY start_ts {order} "
+                                      "LIMIT ?", (*params, max(1, min(int(limit), WEBHOOK_CALLS_KEPT))))
+        return [_webhook_call(r) for r in rows]
+
+    async def webhook_call(self, tenant: str, agent_id: str, call_id: str) -> WebhookCall | None:
+        rows = await self.db.fetchall("SELECT * FROM c2g_webhook_calls WHERE tenant = ? AND agent_id = ? AND id = ?",
+                                      (tenant, agent_id, call_id))
+        return _webhook_call(rows[0]) if rows else None
+
+    async def running_webhook_calls(self) -> list[WebhookCall]:
+        """Calls of every tenant whose run has not ended (or whose process died before saying so)."""
+        rows = await self.db.fetchall("SELECT * FROM c2g_webhook_calls WHERE status = 'running' ORDER BY start_ts")
+        return [_webhook_call(r) for r in rows]
+
+    # --- rate limits ---------------------------------------------------------------------------
+    async def take_token(self, bucket: str, capacity: float, per_seconds: float) -> bool:
+        """Take one token from a token bucket that holds `capacity` and refills `capacity` per
+        `per_seconds`; False when it is empty. One statement decides, so concurrent requests (and
+        servers sharing a database) never take the same token twice."""
+        now, rate = time.time(), capacity / per_seconds
+        level = "(CASE WHEN tokens + (? - ts) * ? > ? THEN ? ELSE tokens + (? - ts) * ? END)"
+        level_params = (now, rate, capacity, capacity, now, rate)
+        for _ in range(2):
+            if await self.db.execute(f"UPDATE c2g_rate_buckets SET tokens = {level} - 1, ts = ? "
+                                     f"WHERE bucket = ? AND {level} >= 1",
+                                     (*level_params, now, bucket, *level_params)):
+                return True
+            if await self.db.fetchall("SELECT bucket FROM c2g_rate_buckets WHERE bucket = ?", (bucket,)):
+                return False
+            if await self.db.execute("INSERT INTO c2g_rate_buckets (bucket, tokens, ts) VALUES (?, ?, ?) "
+                                     "ON CONFLICT (bucket) DO NOTHING", (bucket, capacity - 1, now)):
+                return True
+        return False
+
+
+def webhook_bucket(agent_id: str) -> str:
+    return f"webhook:{agent_id}"
+
+
+def _like(text: str) -> str:
+    """`text` as a literal inside a LIKE pattern: its own %, _ and \\ escaped (the queries say ESCAPE '\\')."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
 
 def _order(orderby: str, desc: bool, default: str) -> str:
     column = orderby if orderby in ORDERABLE else default
@@ -452,7 +780,7 @@ async def open_store(url: str) -> AsyncIterator[Store]:
         await db.open()
         try:
             saver = AsyncPostgresSaver(conn=db.pool)
-            await db.setup(SCHEMA, saver)
+            await db.setup(SCHEMA, saver, ADDED_COLUMNS)
             yield Store(db, saver, url)
         finally:
             await db.close()
@@ -463,5 +791,5 @@ async def open_store(url: str) -> AsyncIterator[Store]:
     async with open_checkpointer(path) as saver:
         await saver.setup()
         db = _Sqlite(saver)
-        await db.setup(SCHEMA)
+        await db.setup(SCHEMA, ADDED_COLUMNS)
         yield Store(db, saver, url)

@@ -14,7 +14,8 @@ from runtime.tracing import flush as flush_traces
 from server.config import ModelSource, ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
-from server.routes import agents, artifacts, completions, graphs
+from runtime.webhook_runs import WebhookRuns
+from server.routes import agents, artifacts, builder, completions, graphs, templates, versions, webhooks
 from server.services import RunServices
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
@@ -50,14 +51,22 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                 async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
                     app.state.store = store
                     app.state.conversations = conversations
-                    tune_gc()
-                    yield
+                    # stopped before the conversations: background webhook runs stay `running`, to resume
+                    async with WebhookRuns(store, conversations) as webhook_runs:
+                        app.state.webhooks = webhook_runs
+                        tune_gc()
+                        yield
         finally:
             await run_services.aclose()
             await asyncio.to_thread(flush_traces)      # what the tracers still hold (nothing when tracing is off)
 
     app = FastAPI(title="canvas2graph", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)
+    # before the agents' routes: `/agents/templates`, `/agents/tags` and `/agents/download` are not agent ids
+    app.include_router(templates.router)
+    app.include_router(builder.router)
+    app.include_router(versions.router)
+    app.include_router(webhooks.router)
     app.include_router(agents.router)
     app.include_router(completions.router)
     app.include_router(graphs.router)

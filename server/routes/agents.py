@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from compiler import diagnose
 from compiler.load import fill_default_llm
 from runtime.store import StoreError
+from runtime.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
 from server.views import agent_view, diagnostics_of, session_view
@@ -23,6 +24,9 @@ class AgentCreate(BaseModel):
     dsl: Any = Field(description="the canvas DSL: an object (or its JSON text), a template or an agent record")
     description: str | None = None
     avatar: str | None = None
+    canvas_type: str | None = None
+    tags: Any = Field(None, description="a list of tags or a comma-separated text")
+    release: Any = Field(False, description="publish this DSL: sessions asked for with `release` run it")
 
 
 class AgentUpdate(BaseModel):
@@ -31,12 +35,15 @@ class AgentUpdate(BaseModel):
     dsl: Any = None
     description: str | None = None
     avatar: str | None = None
+    canvas_type: str | None = None
+    release: Any = Field(False, description="publish the new DSL (with `dsl`)")
 
 
 class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str | None = None
     user_id: str | None = None
+    release: Any = Field(None, description="run the agent's newest published version instead of its draft")
 
 
 class SessionsDelete(BaseModel):
@@ -92,12 +99,19 @@ async def owned_agent(request: Request, tenant_id: str, agent_id: str):
 async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Depends(tenant)):
     if not body.title.strip():
         raise argument_error("`title` must not be empty")
+    if body.tags is not None and not (isinstance(body.tags, str) or (
+            isinstance(body.tags, list) and all(isinstance(t, (str, int, float)) for t in body.tags))):
+        raise argument_error("`tags` must be a list of strings or a comma-separated text")
     dsl = parse_dsl(body.dsl, request)
     try:
-        agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar)
+        agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar,
+                                                  canvas_type=body.canvas_type)
     except StoreError as e:
         raise data_error(str(e))
-    return ok(agent_view(agent, checked=diagnostics_of(dsl)))
+    if body.tags is not None:
+        agent.tags = await store(request).set_tags(tenant_id, agent.id, body.tags) or ""
+    version = await record_version(store(request), agent, author=tenant_id, released=truthy(body.release))
+    return ok(agent_view(agent, checked=version.diagnostics))
 
 
 @router.get("/agents", summary="List agents: {canvas, total} (a plain list when filtered by id or title)")
@@ -105,7 +119,8 @@ async def list_agents(request: Request, tenant_id: str = Depends(tenant)):
     q = request.query_params
     agents, total = await store(request).list_agents(
         tenant_id, page=int_param(q.get("page"), "page", 1), page_size=int_param(q.get("page_size"), "page_size", 30),
-        orderby=q.get("orderby", "update_time"), desc=flag(q.get("desc")), agent_id=q.get("id"), title=q.get("title"))
+        orderby=q.get("orderby", "update_time"), desc=flag(q.get("desc")), agent_id=q.get("id"), title=q.get("title"),
+        tags=[t.strip() for t in q.get("tags", "").split(",") if t.strip()], keywords=q.get("keywords") or None)
     views = [agent_view(a) for a in agents]
     if q.get("id") or q.get("title"):
         # ragflow-sdk <= 0.22 finds agents by id or title and expects the list itself (RAGFlow 0.22's
@@ -125,7 +140,8 @@ async def get_agent(request: Request, agent_id: str, tenant_id: str = Depends(te
 @router.put("/agents/{agent_id}", summary="Update an agent; the reply lists the DSL's diagnostics")
 async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenant_id: str = Depends(tenant)):
     changes: dict[str, Any] = {k: v for k, v in (("title", body.title), ("description", body.description),
-                                                 ("avatar", body.avatar)) if v is not None}
+                                                 ("avatar", body.avatar), ("canvas_type", body.canvas_type))
+                               if v is not None}
     if "title" in changes and not changes["title"].strip():
         raise argument_error("`title` must not be empty")
     if body.dsl is not None:
@@ -136,6 +152,9 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
         raise data_error(str(e))
     if agent is None:
         raise not_found(f"agent {agent_id}")
+    if "dsl" in changes:        # every save of a DSL is kept as a version
+        version = await record_version(store(request), agent, author=tenant_id, released=truthy(body.release))
+        return ok(agent_view(agent, checked=version.diagnostics))
     return ok(agent_view(agent, checked=diagnostics_of(agent.dsl)))
 
 
@@ -155,15 +174,20 @@ async def create_session(request: Request, agent_id: str, body: SessionCreate | 
                          tenant_id: str = Depends(tenant)):
     body = body or SessionCreate()
     agent = await owned_agent(request, tenant_id, agent_id)
-    compiled, diags = diagnose(agent.dsl)
+    release = truthy(body.release if body.release is not None else request.query_params.get("release"))
+    try:
+        dsl, version = await dsl_for_new_session(store(request), agent, release=release)
+    except NoReleasedVersion as e:
+        raise data_error(str(e))
+    compiled, diags = diagnose(dsl)
     if compiled is None:
         raise data_error(f"agent {agent_id} does not compile: fix its DSL first",
                          data={"diagnostics": [d.to_dict() for d in diags]})
     prologue = getattr(compiled.plan.nodes["begin"].params, "prologue", "") if "begin" in compiled.plan.nodes else ""
     session = await store(request).create_session(
-        tenant_id, source="agent", dsl=agent.dsl, agent_id=agent_id, name=body.name or "New session",
+        tenant_id, source="agent", dsl=dsl, agent_id=agent_id, name=body.name or "New session",
         user_id=body.user_id or request.query_params.get("user_id") or tenant_id,
-        messages=[{"role": "assistant", "content": prologue}])
+        messages=[{"role": "assistant", "content": prologue}], version=version)
     view = session_view(session)
     view["message"] = view["messages"]       # RAGFlow names it `message` in this one reply
     return ok(view)

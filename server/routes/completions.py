@@ -6,6 +6,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.versions import NoReleasedVersion, dsl_for_new_session, truthy
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
 from server.routes.agents import owned_agent, store
@@ -30,6 +31,7 @@ class Completion(BaseModel):
     id: str | None = Field(None, description="OpenAI-compatible mode: alias of session_id")
     metadata: dict | None = None
     model: str | None = Field(None, description="OpenAI-compatible mode: ignored")
+    release: Any = Field(None, description="a new session runs the agent's newest published version")
 
 
 class LegacyCompletion(Completion):
@@ -57,10 +59,15 @@ async def _session_of(request: Request, tenant_id: str, agent_id: str, session_i
     return session
 
 
-async def _new_session(request: Request, tenant_id: str, agent, source: str, user_id: str | None):
-    require_compiles(agent.dsl, f"agent {agent.id}")
-    return await store(request).create_session(tenant_id, source=source, dsl=agent.dsl, agent_id=agent.id,
-                                               user_id=user_id or "")
+async def _new_session(request: Request, tenant_id: str, agent, source: str, user_id: str | None,
+                       release: Any = None):
+    try:
+        dsl, version = await dsl_for_new_session(store(request), agent, release=truthy(release))
+    except NoReleasedVersion as e:
+        raise data_error(str(e))
+    require_compiles(dsl, f"agent {agent.id}")
+    return await store(request).create_session(tenant_id, source=source, dsl=dsl, agent_id=agent.id,
+                                               user_id=user_id or "", version=version)
 
 
 async def _run(request: Request, tenant_id: str, agent_id: str, body: Completion, *, legacy: bool):
@@ -72,7 +79,8 @@ async def _run(request: Request, tenant_id: str, agent_id: str, body: Completion
     else:
         # a run without a session starts one: a "workflow" session here, an "agent" one on the legacy
         # route (as RAGFlow's completion() does)
-        session = await _new_session(request, tenant_id, agent, "agent" if legacy else "workflow", body.user_id)
+        session = await _new_session(request, tenant_id, agent, "agent" if legacy else "workflow", body.user_id,
+                                     body.release)
         style = "agent" if legacy else "events"
     if legacy:
         style = "legacy"

@@ -112,3 +112,88 @@ async def test_a_database_that_dies_with_the_process_is_refused():
     with pytest.raises(StoreError, match="outlives"):
         async with open_store(":memory:"):
             pass
+
+
+# --- versions, tags, webhook calls, rate limits ------------------------------------------------------
+async def test_versions_follow_ragflows_save_rules(durable_url):
+    from runtime.store import MAX_DRAFT_VERSIONS
+    async with open_store(durable_url) as store:
+        who = tenant()
+        agent = await store.create_agent(who, "versioned", DSL)
+        ok = {"compiles": True, "diagnostics": []}
+        first = await store.save_version(who, agent.id, DSL, title="v", diagnostics=ok, created_by=who)
+        again = await store.save_version(who, agent.id, DSL, title="v", diagnostics=ok, created_by=who, released=True)
+        assert again.id == first.id and again.released          # the same DSL: the latest is refreshed
+        draft = await store.save_version(who, agent.id, DSL, title="v", diagnostics=ok, created_by=who)
+        assert draft.id != first.id and not draft.released      # a released version is never changed
+        assert (await store.latest_version(who, agent.id, released=True)).id == first.id
+        for i in range(MAX_DRAFT_VERSIONS + 3):
+            await store.save_version(who, agent.id, {**DSL, "n": i}, title="v", diagnostics=ok, created_by=who)
+        listed = await store.list_versions(who, agent.id)
+        assert sum(not v.released for v in listed) == MAX_DRAFT_VERSIONS and any(v.released for v in listed)
+        assert (await store.latest_version(who, agent.id)).dsl == {**DSL, "n": MAX_DRAFT_VERSIONS + 2}
+        assert await store.get_version(tenant(), agent.id, first.id) is None
+
+
+async def test_tags_are_normalized_counted_and_filter_the_agent_list(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        a = await store.create_agent(who, "a", DSL)
+        b = await store.create_agent(who, "b", DSL)
+        assert await store.set_tags(who, a.id, ["ML", "ml", " support ", "a,b", "x" * 100]) == \
+            "ML,support,a b," + "x" * 64
+        assert await store.set_tags(who, b.id, "support, ml_ops") == "support,ml_ops"
+        assert await store.set_tags(tenant(), a.id, "stolen") is None
+        assert await store.tag_counts(who) == [("support", 2), ("ML", 1), ("a b", 1), ("ml_ops", 1), ("x" * 64, 1)]
+        by_tag, total = await store.list_agents(who, tags=["ml"])
+        assert [x.id for x in by_tag] == [a.id] and total == 1       # "ml" does not match "ml_ops"
+        by_word, _ = await store.list_agents(who, keywords="ML_O")
+        assert [x.id for x in by_word] == [b.id]
+
+
+async def test_webhook_calls_keep_the_newest_and_go_with_their_agent(durable_url):
+    import time
+    from runtime.store import WEBHOOK_CALLS_KEPT, WebhookCall
+    async with open_store(durable_url) as store:
+        who = tenant()
+        agent = await store.create_agent(who, "hooked", DSL)
+        calls = [WebhookCall(id=uuid.uuid4().hex, tenant=who, agent_id=agent.id, is_test=True, mode="Streaming",
+                             status="running", start_ts=time.time() + i) for i in range(WEBHOOK_CALLS_KEPT + 2)]
+        for call in calls:
+            await store.add_webhook_call(call)
+        await store.add_webhook_events(calls[-1].id, 0, [(time.time(), {"event": "message"})])
+        kept = await store.webhook_calls(who, agent.id, limit=1000)
+        assert len(kept) == WEBHOOK_CALLS_KEPT and kept[0].id == calls[-1].id
+        assert await store.webhook_call(who, agent.id, calls[0].id) is None
+        assert [e["event"] for e in await store.webhook_events(calls[-1].id, 0)] == ["message"]
+        await store.delete_agent(who, agent.id)
+        assert await store.webhook_calls(who, agent.id) == []
+        assert await store.webhook_events(calls[-1].id, 0) == []
+
+
+async def test_a_token_bucket_allows_its_capacity_then_refills(durable_url):
+    import asyncio
+    async with open_store(durable_url) as store:
+        bucket = f"test:{uuid.uuid4().hex}"
+        taken = await asyncio.gather(*(store.take_token(bucket, 3, 60) for _ in range(5)))
+        assert sorted(taken) == [False, False, True, True, True]
+        fast = f"test:{uuid.uuid4().hex}"
+        assert await store.take_token(fast, 1, 0.2) and not await store.take_token(fast, 1, 0.2)
+        await asyncio.sleep(0.25)
+        assert await store.take_token(fast, 1, 0.2)
+
+
+async def test_a_database_made_by_an_earlier_version_gets_the_new_columns(tmp_path):
+    import sqlite3
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE c2g_agents (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, title TEXT NOT NULL, "
+                "description TEXT, avatar TEXT, dsl TEXT NOT NULL, create_time BIGINT NOT NULL, "
+                "update_time BIGINT NOT NULL)")
+    old.execute("INSERT INTO c2g_agents VALUES ('a1', 'old', 'kept', NULL, NULL, '{}', 1, 1)")
+    old.commit()
+    old.close()
+    async with open_store(str(path)) as store:
+        agent = await store.get_agent("old", "a1")
+        assert agent.title == "kept" and agent.tags == "" and agent.canvas_type is None
+        assert await store.set_tags("old", "a1", ["works"]) == "works"

@@ -57,3 +57,25 @@ def test_the_answer_links_the_files_to_this_server_which_serves_them(api):
 def test_only_stored_names_are_served(api, name):
     reply = httpx.get(f"{api.server.url}/api/v1/documents/artifact/{name}")
     assert reply.status_code == 404 and reply.json()["code"] == 404
+
+
+def test_the_download_route_serves_an_agents_file_to_a_token_holder(api):
+    agent_id = api.agent(DSL)
+    answer = api.ok("POST", "/agents/chat/completions", {"agent_id": agent_id, "query": "plot"})["data"]["content"]
+    name = dict((kind, path) for path, kind in LINK.findall(answer))["png"].rsplit("/", 1)[1]
+    response = api.http.get("/agents/download", params={"id": name})
+    assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
+    assert response.headers["content-disposition"].startswith("attachment")
+    assert httpx.get(f"{api.server.url}/api/v1/agents/download", params={"id": name}).json()["code"] == 109
+    assert api.call("GET", "/agents/download", params={"id": "0" * 32 + ".png"})["code"] == 102
+    assert api.call("GET", "/agents/download")["code"] == 101
+
+
+def test_a_codeexec_component_runs_alone_with_the_given_arguments(api):
+    agent_id = api.agent({"components": {
+        "begin": cpn("Begin", {}, ["CodeExec:Twice"]),
+        "CodeExec:Twice": cpn("CodeExec", {"lang": "python", "script": "def main(text):\n    return text * 2\n",
+                                           "arguments": {"text": "sys.query"},
+                                           "outputs": {"result": {"type": "string", "value": ""}}})}})
+    data = api.ok("POST", f"/agents/{agent_id}/components/CodeExec:Twice/debug", {"params": {"text": {"value": "ab"}}})
+    assert data["result"] == "abab" and data["_ERROR"] == ""

@@ -136,3 +136,79 @@ def test_ragflow_sdk_027_agents_sessions_and_answers(server, alice, sdk027_pytho
     first, other = out["ids"]
     assert out["before"] == sorted([first, other]) and out["after"] == [other]
 
+
+
+# Every agent-related method of ragflow-sdk 0.27.3, each called as its users call it: RAGFlow.list_agents,
+# get_agent, create_agent, update_agent, delete_agent; Agent.create_session, list_sessions,
+# delete_sessions; Session.ask (streamed or not, with inputs, return_trace, release, user_id).
+SDK027_ALL_METHODS = r"""
+import json, sys
+from ragflow_sdk import RAGFlow
+token, url, first, second = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+rag = RAGFlow(api_key=token, base_url=url)
+out = {}
+rag.create_agent(title="sdk-all", dsl=first, description="first draft", canvas_type="Agent")
+[agent] = [a for a in rag.list_agents(page=1, page_size=100, orderby="create_time", desc=False) if a.title == "sdk-all"]
+got = rag.get_agent(agent.id)
+out["created"] = [got.title, got.description, got.canvas_type, got.dsl.to_json()["components"] == first["components"]]
+
+# publish the first DSL (the SDK's own request method), then save a second draft
+rag.put(f"/agents/{agent.id}", {"dsl": first, "release": True})
+rag.update_agent(agent.id, title="sdk-all-2", description="second draft", dsl=second, canvas_type="Customer Support")
+got = rag.get_agent(agent.id)
+out["updated"] = [got.title, got.description, got.canvas_type]
+
+session = agent.create_session(name="chat", user_id="user-7")
+out["session"] = [session.name, session.messages]
+out["streamed"] = [m.content for m in session.ask("hello", stream=True)]
+out["inputs"] = [m.content for m in session.ask("", stream=False, inputs={"topic": {"type": "line", "value": "tides"}})]
+out["trace"] = [m.content for m in session.ask("again", stream=False, return_trace=True, user_id="user-7")]
+released = agent.create_session(release=True)
+out["released"] = [m.content for m in released.ask("hello", stream=False)]
+
+out["by_id"] = [s.id for s in agent.list_sessions(page=1, page_size=10, orderby="create_time", desc=True, id=session.id)]
+out["all"] = sorted(s.id for s in agent.list_sessions())
+agent.delete_sessions(ids=[session.id])
+out["after_ids"] = [s.id for s in agent.list_sessions()]
+agent.delete_sessions(delete_all=True)
+out["after_all"] = [s.id for s in agent.list_sessions()]
+out["ids"] = [session.id, released.id]
+rag.delete_agent(agent.id)
+try:
+    rag.get_agent(agent.id)
+    out["deleted"] = False
+except Exception as e:
+    out["deleted"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def _topic_dsl(label: str) -> dict:
+    """begin (an optional `topic`) -> LLM:A -> Message:M "<label>:<topic>|<answer>"."""
+    from tests.server.helpers import cpn
+    return {"components": {
+        "begin": cpn("Begin", {"prologue": f"{label} here.",
+                               "inputs": {"topic": {"type": "line", "name": "Topic", "optional": True}}}, ["LLM:A"]),
+        "LLM:A": cpn("LLM", {"llm_id": "gpt-4o@OpenAI", "prompts": [{"role": "user", "content": "{sys.query}"}]},
+                     ["Message:M"]),
+        "Message:M": cpn("Message", {"content": [label + ":{begin@topic}|{LLM:A@content}"]}),
+    }}
+
+
+def test_ragflow_sdk_027_every_agent_method(server, alice, sdk027_python):
+    run = subprocess.run([sdk027_python, "-c", SDK027_ALL_METHODS, alice.token, server.url,
+                          json.dumps(_topic_dsl("v1")), json.dumps(_topic_dsl("v2"))],
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["created"] == ["sdk-all", "first draft", "Agent", True]
+    assert out["updated"] == ["sdk-all-2", "second draft", "Customer Support"]
+    assert out["session"] == ["chat", [{"role": "assistant", "content": "v2 here."}]]
+    assert "".join(out["streamed"]) == "v2:hello|Answer 1 from LLM:A." and len(out["streamed"]) > 1
+    assert out["inputs"] == ["v2:tides|Answer 1 from LLM:A."]
+    assert out["trace"] == ["v2:again|Answer 1 from LLM:A."]
+    assert out["released"] == ["v1:hello|Answer 1 from LLM:A."]          # the published version, not the draft
+    session_id, released_id = out["ids"]
+    assert out["by_id"] == [session_id] and out["all"] == sorted([session_id, released_id])
+    assert out["after_ids"] == [released_id] and out["after_all"] == []
+    assert "not found" in out["deleted"]
