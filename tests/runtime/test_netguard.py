@@ -7,9 +7,14 @@ public; every other address keeps its real classification.
 """
 from __future__ import annotations
 
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import httpx
 import httpx2
 import pytest
+import trustme
 
 from runtime.netguard import HostGuard, HostRefused, public
 from tests.fake_dns import FakeDNS
@@ -107,6 +112,42 @@ async def test_the_transport_connects_to_the_checked_address_and_keeps_the_name(
     assert response.text == "hello" and str(response.url) == f"http://site.example:{port_of(site)}/page"
     assert site.requests[0].headers["host"] == f"site.example:{port_of(site)}"
     assert dns.lookups == ["site.example"]
+
+
+@pytest.fixture
+def tls_site():
+    """An HTTPS server on 127.0.0.1 whose certificate names secure.example (from a test CA)."""
+    ca = trustme.CA()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("secure.example").configure_cert(context)
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args):
+            pass
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    yield server.server_address[1], client_context
+    server.shutdown()
+    server.server_close()
+
+
+async def test_tls_verifies_the_hosts_name_while_the_connection_goes_to_the_checked_address(dns, tls_site):
+    port, trust = tls_site
+    dns.names["secure.example"] = ["127.0.0.1"]
+    dns.names["other.example"] = ["127.0.0.1"]
+    async with httpx.AsyncClient(transport=HostGuard("ToolX").transport(verify=trust)) as client:
+        assert (await client.get(f"https://secure.example:{port}/")).text == "hello"
+        with pytest.raises(httpx.ConnectError, match="certificate verify failed|Hostname mismatch"):
+            await client.get(f"https://other.example:{port}/")       # the certificate is not for this name
 
 
 async def test_a_name_that_rebinds_to_a_private_address_is_refused_at_the_next_connection(dns, site):
