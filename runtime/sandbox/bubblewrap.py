@@ -69,18 +69,19 @@ class Bubblewrap:
     setpriv: str | None = None
 
 
-_checked: dict[tuple[str, int], Bubblewrap | str] = {}
+_working: dict[tuple[str, int], Bubblewrap] = {}
 
 
 async def find_bubblewrap(executable: str) -> Bubblewrap:
-    """The bubblewrap to use, checked once per process by starting an empty sandbox; raises SandboxUnusable."""
+    """The bubblewrap to use, checked by starting an empty sandbox (once per process when it works, so
+    installing it later needs no restart); raises SandboxUnusable saying what to do."""
     key = (executable, os.geteuid())
-    if key not in _checked:
-        _checked[key] = await _probe(executable)
-    found = _checked[key]
-    if isinstance(found, str):
-        raise SandboxUnusable(found)
-    return found
+    if key not in _working:
+        found = await _probe(executable)
+        if isinstance(found, str):
+            raise SandboxUnusable(found)
+        _working[key] = found
+    return _working[key]
 
 
 async def _probe(executable: str) -> Bubblewrap | str:
@@ -102,9 +103,9 @@ async def _probe(executable: str) -> Bubblewrap | str:
         return f"bubblewrap ({path}) cannot be started: {e}; {INSTALL_HINT}"
     if proc.returncode != 0:
         reason = err.decode("utf-8", errors="replace").strip() or f"exit status {proc.returncode}"
-        return (f"bubblewrap ({path}) cannot create its sandbox on this machine ({reason}); unprivileged user "
-                f"namespaces may be switched off (kernel.unprivileged_userns_clone, or an AppArmor profile for bwrap): "
-                f"{INSTALL_HINT}")
+        return (f"bubblewrap ({path}) cannot create its sandbox on this machine ({reason}); CodeExec needs "
+                f"bubblewrap 0.8 or later and user namespaces (kernel.unprivileged_userns_clone, or an AppArmor "
+                f"profile for bwrap, may switch them off): {INSTALL_HINT}")
     return found
 
 

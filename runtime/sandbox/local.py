@@ -59,6 +59,7 @@ class Job:
     processes of the run see them."""
 
     files: dict[str, str]
+    python: str                   # the interpreter of the supervisor (and of Python scripts)
     runner: list[str]
     env: dict[str, str]
     folder: str                   # where the job's files are: /job in the sandbox
@@ -86,7 +87,7 @@ async def run_local(language: str, code: str, arguments: dict[str, Any], policy:
         config_fd = _memory_file("config.json", json.dumps(_config(job, language, policy, report.child_fd)))
         fds[f"{JOB}/config.json"] = config_fd
         argv = sandbox_argv(bwrap, uid=run_uid(), binds=job.binds, data=fds, scratch_mb=policy.disk_mb,
-                            command=_supervisor(policy, JOB))
+                            command=_supervisor(job))
         return await _execute(argv, env={}, cwd="/", pass_fds=[report.child_fd, *fds.values()], report=report,
                               policy=policy, language=language, sandboxed=True)
     finally:
@@ -106,7 +107,7 @@ async def _run_unconfined(language: str, code: str, arguments: dict[str, Any], p
             (folder / name).write_text(text, encoding="utf-8")
         report = _Pipe()
         (folder / "config.json").write_text(json.dumps(_config(job, language, policy, report.child_fd)), encoding="utf-8")
-        return await _execute(_supervisor(policy, str(folder)), env=job.env, cwd=str(work), pass_fds=[report.child_fd],
+        return await _execute(_supervisor(job), env=job.env, cwd=str(work), pass_fds=[report.child_fd],
                               report=report, policy=policy, language=language, sandboxed=False)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -114,12 +115,16 @@ async def _run_unconfined(language: str, code: str, arguments: dict[str, Any], p
 
 async def _job(language: str, code: str, arguments: dict[str, Any], policy: CodePolicy, folder: str,
                scratch: str) -> Job | Execution:
+    python = shutil.which(policy.python)
+    if python is None:
+        return Execution(RUNNER_ERROR, stderr=f"the Python interpreter {policy.python!r} was not found "
+                                              "(CANVAS2GRAPH_CODE_PYTHON names it)", exit_code=-1)
     files = {"args.json": json.dumps(arguments, ensure_ascii=False),
              "supervisor.py": (INSIDE / "supervisor.py").read_text(encoding="utf-8")}
-    binds = interpreter_roots(policy.python, await python_prefixes(policy.python))
+    binds = interpreter_roots(python, await python_prefixes(python))
     if language == "python":
         files.update({"main.py": code, "runner.py": (INSIDE / "runner.py").read_text(encoding="utf-8")})
-        runner = [policy.python, "-I", "-B", f"{folder}/runner.py", f"{folder}/main.py"]
+        runner = [python, "-I", "-B", f"{folder}/runner.py", f"{folder}/main.py"]
     else:
         node = shutil.which(policy.node)
         if node is None:
@@ -138,7 +143,7 @@ async def _job(language: str, code: str, arguments: dict[str, Any], policy: Code
         "OPENBLAS_NUM_THREADS": "1",          # numeric libraries reserve memory per thread
         "OMP_NUM_THREADS": "1",
     }
-    return Job(files, runner, env, folder, scratch, binds)
+    return Job(files, python, runner, env, folder, scratch, binds)
 
 
 def _config(job: Job, language: str, policy: CodePolicy, report_fd: int) -> dict[str, Any]:
@@ -153,8 +158,8 @@ def _config(job: Job, language: str, policy: CodePolicy, report_fd: int) -> dict
             "max_artifact_bytes": policy.max_artifact_bytes}
 
 
-def _supervisor(policy: CodePolicy, folder: str) -> list[str]:
-    return [policy.python, "-I", "-S", "-B", f"{folder}/supervisor.py", f"{folder}/config.json"]
+def _supervisor(job: Job) -> list[str]:
+    return [job.python, "-I", "-S", "-B", f"{job.folder}/supervisor.py", f"{job.folder}/config.json"]
 
 
 def _memory_file(name: str, text: str) -> int:
