@@ -15,11 +15,11 @@ As in RAGFlow:
 - A request that times out or cannot connect is tried `max_retries + 1` times, `delay_after_error`
   seconds apart; the last failure is the component's `_ERROR`.
 
-The SSRF guard (`nodes.netguard`): only http and https, the host resolved once and refused when any
-address is private, loopback, link-local or otherwise non-public, the request sent to the address
+The host guard (`runtime.netguard`): only http and https, the host resolved once and refused when any
+address is private, loopback, link-local or otherwise non-public, the connection made to the address
 checked (the Host header and TLS name stay the host's), and redirects are not followed (a 3xx
-response is the result). A proxy's host is checked the same way, and the target host too, but the
-proxy resolves the target itself. `CANVAS2GRAPH_INVOKE_ALLOW_PRIVATE=1` (or
+response is the result). A proxy's host is checked and pinned the same way, and the target host is
+checked too (the proxy resolves it). `CANVAS2GRAPH_INVOKE_ALLOW_PRIVATE=1` (or
 `ctx.extras["allow_private"]`) lifts the address check, for intranet APIs and tests.
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ from pydantic import Field, field_validator
 from canvas2graph.types import NodeConfigError
 from compiler.refs import Ref, Template, parse_ref
 from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
-from nodes.netguard import pinned_address, private_allowed
 from nodes.registry import register
 from nodes.tools._web import USER_AGENT, where
+from runtime.netguard import HostGuard
 from runtime.values import as_python_text, render, resolve
 
 HEADER_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_.@-]*)\}")
@@ -270,28 +270,14 @@ def dict_of_lists(items: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 async def send(method: str, url: str, request: dict[str, Any], p: InvokeParams, ctx) -> httpx.Response:
-    """The request, checked by the guard unless it is lifted; the body is read up to MAX_BYTES."""
+    """The request through the host guard (every connection checked and pinned); the body is read up to MAX_BYTES."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvokeError(f"URL not valid: {url!r} is not an http:// or https:// address")
-    target = httpx.URL(url)
-    extensions: dict[str, Any] = {}
-    request = dict(request)
-    headers = dict(request.pop("headers"))
-    if not private_allowed(ctx, "Invoke"):
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        address = await pinned_address(parts.hostname, port, "Invoke")
-        if p.proxy:
-            proxy = urlsplit(p.proxy)
-            await pinned_address(proxy.hostname, proxy.port or 80, "Invoke")
-        else:
-            # connect to the address checked; the server still sees its own name
-            headers.setdefault("Host", target.netloc.decode("ascii").rpartition("@")[2])
-            extensions["sni_hostname"] = parts.hostname
-            target = target.copy_with(host=address)
-    async with httpx.AsyncClient(timeout=p.timeout, follow_redirects=False, proxy=p.proxy, trust_env=False,
+    guard = HostGuard.of("Invoke", ctx)
+    async with httpx.AsyncClient(timeout=p.timeout, follow_redirects=False, transport=guard.transport(proxy=p.proxy),
                                  headers={"User-Agent": USER_AGENT}) as client:
-        async with client.stream(method, target, headers=headers, extensions=extensions, **request) as response:
+        async with client.stream(method, url, **request) as response:
             body = bytearray()
             async for piece in response.aiter_bytes():
                 body += piece

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from canvas2graph.types import NodeConfigError
 from nodes.tool import as_text
 from runtime.mcp import ENV_VAR, MCPServerConfig, MCPServerNotConfigured, MCPSessions
+from runtime.netguard import private_allowed
 
 if TYPE_CHECKING:
     from nodes.agent import Agent
@@ -86,7 +87,7 @@ async def mcp_sessions(agent: "Agent", ctx, sink: dict) -> AsyncIterator[None]:
         for tool in tools:
             _server(tool, ctx)
     custom = agent.params.extra("custom_header")
-    sessions = MCPSessions(custom if isinstance(custom, dict) else None)
+    sessions = MCPSessions(custom if isinstance(custom, dict) else None, allow_private=private_allowed(ctx, "MCP"))
     sink[SESSIONS] = sessions
     try:
         yield
@@ -108,7 +109,7 @@ async def call_mcp_tool(tool: MCPTool, call: dict, ctx, sink: dict) -> str:
         return f"The arguments of {tool.name} must be an object."
     sessions: MCPSessions | None = sink.get(SESSIONS)
     if sessions is None:              # called outside a tool loop: a session for this call only
-        async with MCPSessions() as sessions:
+        async with MCPSessions(allow_private=private_allowed(ctx, "MCP")) as sessions:
             return await sessions.call(config, tool.tool, arguments)
     return await sessions.call(config, tool.tool, arguments)
 

@@ -141,7 +141,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
 
     async with open_checkpointer(args.db) as saver, \
             retrieval_service(compiled, args.retrieval, args.db) as services:
-        runner = Runner(compiled, saver, models, script, services={**services, **({"mcp": mcp} if mcp else {})},
+        extra = {**({"mcp": mcp} if mcp else {}), **({"code": {"unsafe_local": True}} if args.unsafe_local_code else {})}
+        runner = Runner(compiled, saver, models, script, services={**services, **extra},
                         name=agent_name(compiled, args.file))
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
@@ -225,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
     add_default_llm(r)
+    r.add_argument("--unsafe-local-code", action="store_true",
+                   help="run CodeExec scripts on this machine WITHOUT the bubblewrap sandbox: they can read your "
+                        "files and reach your network; only for canvases you trust, where bubblewrap is unavailable")
     r.set_defaults(func="runtime.cli:cmd_run")
 
     i = sub.add_parser("index", help="chunk local files (Markdown, text, HTML, PDF) into the embedded retrieval store")
@@ -258,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
     add_default_llm(s, "stored with agents as the model of")
     add_mcp_config(s)
     s.add_argument("--allow-local-code", action="store_true",
-                   help="let CodeExec run code on this machine (refused unless set)")
+                   help="let CodeExec run scripts on this machine, in the bubblewrap sandbox (refused unless set)")
     s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "

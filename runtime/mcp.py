@@ -8,10 +8,17 @@ with `canvas2graph run --mcp-config FILE` (or `$CANVAS2GRAPH_MCP_CONFIG`):
                               "transport": "streamable-http",        # or "sse"
                               "headers": {"Authorization": "Bearer ${token}"},
                               "variables": {"token": "..."},
-                              "timeout": 30}}}
+                              "timeout": 30,
+                              "allow_private": true}}}                # the default in this file
 
 `${name}` in a header's name or value is replaced from the server's `variables`, as RAGFlow fills
 its stored headers; a header left empty (or a bare "Bearer") is not sent.
+
+Every connection to a server goes through the host guard (`runtime.netguard`), checked and pinned.
+A server the operator lists in this file may be on a private or loopback address (the operator chose
+it; `"allow_private": false` guards it too). A server that comes from anywhere else (an
+`MCPServerConfig` built in code, e.g. from a tenant's request) is refused on such addresses unless
+`allow_private` is set or the operator sets `CANVAS2GRAPH_MCP_ALLOW_PRIVATE=1`.
 
 A connection is one MCP session. Its transport and `ClientSession` are entered and exited by one
 background task, because both hold anyio cancel scopes that must be left by the task that entered
@@ -27,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import Any, Mapping
+
+from runtime.netguard import HostGuard, private_allowed
 
 ENV_VAR = "CANVAS2GRAPH_MCP_CONFIG"
 TRANSPORTS = ("streamable-http", "sse")
@@ -50,6 +59,7 @@ class MCPServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     variables: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+    allow_private: bool = False      # may be on a private or loopback address (the operator's file says so by default)
 
     def request_headers(self, custom: Mapping[str, Any] | None = None) -> dict[str, str]:
         """The headers sent to the server: its own with variables filled, then the Agent's `custom_header`."""
@@ -108,7 +118,7 @@ class MCPServers:
                     for mcp_id, raw in data["servers"].items()}, source)
 
 
-_SERVER_KEYS = {"url", "transport", "headers", "variables", "timeout"}
+_SERVER_KEYS = {"url", "transport", "headers", "variables", "timeout", "allow_private"}
 
 
 def _server(mcp_id: str, raw: Any, where: str) -> MCPServerConfig:
@@ -132,8 +142,11 @@ def _server(mcp_id: str, raw: Any, where: str) -> MCPServerConfig:
     timeout = raw.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise MCPConfigError(f"{where}.timeout must be a positive number of seconds, not {timeout!r}")
+    allow_private = raw.get("allow_private", True)
+    if not isinstance(allow_private, bool):
+        raise MCPConfigError(f"{where}.allow_private must be true or false, not {allow_private!r}")
     return MCPServerConfig(id=mcp_id, url=url.strip(), transport=transport, headers=headers,
-                           variables=variables, timeout=float(timeout))
+                           variables=variables, timeout=float(timeout), allow_private=allow_private)
 
 
 # --- the client ----------------------------------------------------------------------------
@@ -152,9 +165,11 @@ def describe(e: BaseException) -> str:
 class MCPConnection:
     """One MCP session to one server; `async with` opens it and closes it."""
 
-    def __init__(self, config: MCPServerConfig, custom_headers: Mapping[str, Any] | None = None):
+    def __init__(self, config: MCPServerConfig, custom_headers: Mapping[str, Any] | None = None,
+                 allow_private: bool = False):
         self.config = config
         self.headers = config.request_headers(custom_headers)
+        self.guard = HostGuard("MCP", allow_private or config.allow_private or private_allowed(None, "MCP"))
         self._session: Any = None
         self._error: BaseException | None = None
         self._ready = asyncio.Event()
@@ -206,12 +221,17 @@ class MCPConnection:
             self._ready.set()
 
     async def _transport(self, stack: AsyncExitStack):
+        import httpx2
         if self.config.transport == "sse":
             from mcp.client.sse import sse_client
+
+            def guarded_client(headers=None, timeout=None, auth=None) -> httpx2.AsyncClient:
+                return httpx2.AsyncClient(headers=headers, auth=auth, transport=self.guard.transport2(),
+                                          timeout=timeout or httpx2.Timeout(self.config.timeout, read=300.0))
             streams = await stack.enter_async_context(
-                sse_client(self.config.url, headers=self.headers, timeout=self.config.timeout))
+                sse_client(self.config.url, headers=self.headers, timeout=self.config.timeout,
+                           httpx_client_factory=guarded_client))
             return streams[0], streams[1]
-        import httpx2
         from mcp.client.streamable_http import streamable_http_client
         async def note_refusal(response) -> None:
             if response.status_code >= 400:
@@ -220,7 +240,7 @@ class MCPConnection:
         # the SDK takes headers only through the HTTP client it is given
         http = await stack.enter_async_context(httpx2.AsyncClient(
             headers=self.headers, timeout=httpx2.Timeout(self.config.timeout, read=300.0),
-            event_hooks={"response": [note_refusal]}))
+            event_hooks={"response": [note_refusal]}, transport=self.guard.transport2()))
         streams = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
         return streams[0], streams[1]
 
@@ -288,8 +308,9 @@ class MCPSessions:
     server that cannot be reached, an unknown tool, a tool that raised, a timeout.
     """
 
-    def __init__(self, custom_headers: Mapping[str, Any] | None = None):
+    def __init__(self, custom_headers: Mapping[str, Any] | None = None, allow_private: bool = False):
         self.custom_headers = dict(custom_headers or {})
+        self.allow_private = allow_private          # the run lifts the guard for every server
         self.connections: dict[str, MCPConnection] = {}
         self._opening: dict[str, asyncio.Task] = {}
 
@@ -307,7 +328,7 @@ class MCPSessions:
         return await asyncio.shield(task)
 
     async def _open(self, config: MCPServerConfig) -> MCPConnection:
-        connection = MCPConnection(config, self.custom_headers)
+        connection = MCPConnection(config, self.custom_headers, self.allow_private)
         await connection.open()
         self.connections[config.id] = connection
         return connection

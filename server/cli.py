@@ -34,8 +34,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app = create_app(config)
     except (MCPConfigError, CodePolicyError, ScriptError) as e:
         raise UsageError(str(e))
+    if args.allow_local_code:
+        check_sandbox()
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
+
+
+def check_sandbox() -> None:
+    """`--allow-local-code` runs tenants' scripts in the bubblewrap sandbox, never without it: a server
+    that cannot make one stops here rather than fail every CodeExec later."""
+    from runtime.sandbox import CodePolicy, SandboxUnusable
+    from runtime.sandbox.bubblewrap import find_bubblewrap
+
+    policy = CodePolicy.resolve({"allow_local": True, "unsafe_local": False})
+    if policy.remote:                   # CANVAS2GRAPH_SANDBOX_URL: scripts go there, not to this machine
+        return
+    try:
+        asyncio.run(find_bubblewrap(policy.bwrap))
+    except SandboxUnusable as e:
+        raise UsageError(f"--allow-local-code runs scripts in a sandbox on this machine, and there is none: {e}")
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ class RunServices:
 
     def __init__(self, config: ServerConfig, extra: dict[str, Any] | None = None):
         self.config = config
-        code: dict[str, Any] = {"allow_local": config.allow_local_code}
+        # a tenant's script runs in the sandbox or nowhere: the unsandboxed mode is for `canvas2graph run` only
+        code: dict[str, Any] = {"allow_local": config.allow_local_code, "unsafe_local": False}
         if not os.environ.get("CANVAS2GRAPH_ARTIFACT_URL"):
             code["artifact_url"] = ARTIFACT_ROUTE         # answers link artifacts to this server, which serves them
         self.base: dict[str, Any] = {"code": code}

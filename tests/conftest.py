@@ -1,7 +1,8 @@
 """Shared test helpers.
 
 Tests that read `../shared` (RAGFlow's recorded traces, templates) run in CI and fail there when it is
-missing; in a user's clone without it they skip, saying why.
+missing; in a user's clone without it they skip, saying why. So do the tests that run CodeExec
+scripts locally, which need bubblewrap (`need_sandbox()`, the `sandboxed` fixture).
 """
 from __future__ import annotations
 
@@ -52,6 +53,28 @@ def require_graphviz() -> str:
             pytest.fail("Graphviz's `dot` is missing: .ci/run installs Debian's graphviz package")
         pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz): pictures cannot be drawn")
     return dot
+
+
+def need_sandbox() -> None:
+    """Skip (fail under CI=true) when bubblewrap cannot run scripts here: CodeExec's local runs need it."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from runtime.sandbox import SandboxUnusable
+    from runtime.sandbox.bubblewrap import find_bubblewrap
+    probe = find_bubblewrap(os.environ.get("CANVAS2GRAPH_BWRAP") or "bwrap")
+    try:
+        with ThreadPoolExecutor(1) as pool:          # callable from inside a running event loop too
+            pool.submit(asyncio.run, probe).result()
+    except SandboxUnusable as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run CodeExec in its sandbox: {e}")
+        pytest.skip(f"no working sandbox for local code: {e}")
+
+
+@pytest.fixture
+def sandboxed() -> None:
+    need_sandbox()
 
 
 def cpn(component_name: str, params: dict | None = None, downstream: list | None = None, **entry) -> dict:

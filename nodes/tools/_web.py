@@ -17,6 +17,7 @@ import httpx
 from pydantic import field_validator
 
 from nodes.tool import ToolError, web_chunk
+from runtime.netguard import HostGuard
 
 USER_AGENT = "canvas2graph/0.1 (+https://github.com/infiniflow/ragflow canvas runner)"
 TIMEOUT_ENV = "CANVAS2GRAPH_TOOL_TIMEOUT"
@@ -66,17 +67,21 @@ def masked(text: str, secrets: Iterable[str]) -> str:
 async def request(service: str, method: str, url: str, *, timeout: float, params: dict | None = None,
                   json: Any = None, data: dict | None = None, headers: dict | None = None,
                   secrets: Iterable[str] = (), proxy: str | None = None, follow_redirects: bool = True,
-                  max_bytes: int | None = None, raise_for_status: bool = True) -> httpx.Response:
+                  max_bytes: int | None = None, raise_for_status: bool = True,
+                  guard: HostGuard | None = None) -> httpx.Response:
     """One request; any failure becomes a ToolError that says what happened in plain words.
 
     With `max_bytes`, a longer body is refused while it arrives rather than read whole. Without
     `raise_for_status`, an error status comes back as a response, for services that explain their
     errors in a body shape of their own (the caller then reports them, e.g. with `status_error`).
+    With a `guard` (a URL the DSL or the model chose), every connection, redirects and the proxy
+    included, goes through the host guard, and the environment's proxy settings do not apply.
     """
     secrets = tuple(secrets)
+    client_options: dict[str, Any] = {"transport": guard.transport(proxy=proxy)} if guard else {"proxy": proxy}
     try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=follow_redirects, proxy=proxy,
-                                     headers={"User-Agent": USER_AGENT}) as client:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=follow_redirects,
+                                     headers={"User-Agent": USER_AGENT}, **client_options) as client:
             async with client.stream(method, url, params=params, json=json, data=data, headers=headers) as response:
                 body = bytearray()
                 async for piece in response.aiter_bytes():

@@ -2,9 +2,11 @@
 
 RAGFlow drives a headless browser (crawl4ai); this fetches the page over HTTP with httpx (no
 JavaScript runs) and converts it with BeautifulSoup and markdownify. As RAGFlow's SSRF guard does,
-only http and https URLs are fetched, and hosts that resolve to private, loopback, link-local or
-otherwise non-public addresses are refused, at every redirect;
-`CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1` lifts that for intranet pages (and tests).
+only http and https URLs are fetched, and every connection goes through the host guard
+(`runtime.netguard`): hosts that resolve to private, loopback, link-local or otherwise non-public
+addresses are refused, at every redirect and for the `proxy` too (the page's host is checked as
+well, since the proxy resolves it); `CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1` lifts that for intranet
+pages (and tests).
 """
 from __future__ import annotations
 
@@ -16,12 +18,11 @@ from markdownify import markdownify
 from pydantic import field_validator
 
 from nodes.base import Params
-from nodes.netguard import allow_env, private_allowed, public, resolve
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from nodes.tools._web import request, text_arg, timeout_for, where
+from runtime.netguard import HostGuard
 
-ALLOW_PRIVATE_ENV = allow_env("Crawler")      # CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE
 MAX_REDIRECTS = 5
 MAX_BYTES = 10_000_000
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -82,10 +83,13 @@ class Crawler(Tool):
 
 
 async def fetch(url: str, proxy: str | None, ctx=None):
-    """GET the page, checking the URL and every redirect target before connecting to it."""
+    """GET the page, following up to MAX_REDIRECTS redirects; the guard checks every connection."""
+    guard = HostGuard.of("Crawler", ctx)
     for _ in range(MAX_REDIRECTS + 1):
-        await check_url(url, ctx)
-        response = await request("Crawler", "GET", url, timeout=timeout_for(60), proxy=proxy,
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ToolError(f"URL not valid: {url!r} is not an http:// or https:// address")
+        response = await request("Crawler", "GET", url, timeout=timeout_for(60), proxy=proxy, guard=guard,
                                  follow_redirects=False, max_bytes=MAX_BYTES,
                                  headers={"Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"})
         location = response.headers.get("location")
@@ -94,20 +98,6 @@ async def fetch(url: str, proxy: str | None, ctx=None):
             continue
         return response
     raise ToolError(f"the page at {where(url)} redirects more than {MAX_REDIRECTS} times")
-
-
-async def check_url(url: str, ctx) -> None:
-    """An http(s) URL whose host resolves only to public addresses (nodes/netguard.py), unless the run
-    or the environment allows private hosts to the Crawler."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ToolError(f"URL not valid: {url!r} is not an http:// or https:// address")
-    if private_allowed(ctx, "Crawler"):
-        return
-    for address in await resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)):
-        if not public(address):
-            raise ToolError(f"URL not valid: {parts.hostname} is a private or local address ({address}); set "
-                            f"{ALLOW_PRIVATE_ENV}=1 to crawl such pages")
 
 
 def convert(html: str, extract_type: str, base_url: str = "") -> str:

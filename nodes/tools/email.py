@@ -13,6 +13,10 @@ when it is HTML, else the text with its line breaks kept). `to_email` and `cc_em
 addresses separated by commas. `success` is True once the server has accepted the message; an empty
 `to_email` sends nothing and sets it False, as RAGFlow does. Failed logins and refused recipients are
 errors at once; a server that cannot be reached is retried `max_retries` times.
+
+The server is a host the DSL names, so it goes through the host guard (`runtime.netguard`): resolved
+once, refused when private or loopback unless `CANVAS2GRAPH_EMAIL_ALLOW_PRIVATE=1`, and connected to
+at the address checked (TLS still verifies the server's name).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from nodes.base import Params
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from nodes.tools._web import ServiceUnavailable, text_arg, timeout_for
+from runtime.netguard import HostGuard
 
 SECURITY = ("auto", "ssl", "starttls", "none")
 HTML_TAG = re.compile(r"<(html|body|p|div|br|table|ul|ol|h[1-6]|span|a|b|i|strong|em)\b[^>]*>", re.IGNORECASE)
@@ -112,7 +117,8 @@ class Email(Tool):
         body = str(args["content"]) if args.get("content") is not None else ""
         message.set_content(body)
         message.add_alternative(body if HTML_TAG.search(body) else as_html(body), subtype="html")
-        await asyncio.to_thread(send, p, message, to + cc, timeout_for(30))
+        address = await HostGuard.of("Email", ctx).address(p.smtp_server, p.smtp_port)
+        await asyncio.to_thread(send, p, message, to + cc, timeout_for(30), address)
         shown = ", ".join(to) + (f" (cc: {', '.join(cc)})" if cc else "")
         return ToolOutput({"success": True}, text=f"The email was sent to {shown}.")
 
@@ -135,16 +141,24 @@ def as_html(text: str) -> str:
     return "<html><body>" + html.escape(text).replace("\n", "<br>\n") + "</body></html>"
 
 
-def send(p: EmailParams, message: EmailMessage, recipients: list[str], timeout: float) -> None:
-    """Connect, secure, log in and send (blocking: runs in a worker thread)."""
+def pinned(kind: type[smtplib.SMTP], address: str) -> type[smtplib.SMTP]:
+    """`kind` connecting to `address` (the one the guard checked) while the server keeps its name for TLS."""
+    class Pinned(kind):        # type: ignore[misc, valid-type]
+        def _get_socket(self, host, port, timeout):
+            return super()._get_socket(address, port, timeout)
+    return Pinned
+
+
+def send(p: EmailParams, message: EmailMessage, recipients: list[str], timeout: float, address: str) -> None:
+    """Connect to `address`, secure, log in and send (blocking: runs in a worker thread)."""
     where = f"{p.smtp_server}:{p.smtp_port}"
     mode = p.mode()
     try:
         if mode == "ssl":
-            server: smtplib.SMTP = smtplib.SMTP_SSL(p.smtp_server, p.smtp_port, timeout=timeout,
-                                                    context=ssl.create_default_context())
+            server: smtplib.SMTP = pinned(smtplib.SMTP_SSL, address)(p.smtp_server, p.smtp_port, timeout=timeout,
+                                                                     context=ssl.create_default_context())
         else:
-            server = smtplib.SMTP(p.smtp_server, p.smtp_port, timeout=timeout)
+            server = pinned(smtplib.SMTP, address)(p.smtp_server, p.smtp_port, timeout=timeout)
         with server:
             server.ehlo()
             if mode == "starttls":

@@ -16,7 +16,7 @@ so no statement can change data, whatever its first word:
 A read-only transaction still lets a privileged role call server functions that act outside the
 database (COPY ... TO PROGRAM, SELECT ... INTO OUTFILE): give the tool a role that may only read.
 
-The database host goes through the same guard as Invoke (`nodes.netguard`): private and loopback
+The database host goes through the host guard (`runtime.netguard`): private and loopback
 addresses need `CANVAS2GRAPH_EXESQL_ALLOW_PRIVATE=1` (or `ctx.extras["allow_private"]`).
 db_types RAGFlow also lists (mssql, IBM DB2, trino, oceanbase) are reported as unsupported at
 compile time.
@@ -37,10 +37,10 @@ from tabulate import tabulate
 
 from canvas2graph.types import NodeConfigError
 from nodes.base import Params
-from nodes.netguard import pinned_address, private_allowed
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from nodes.tools._web import ServiceUnavailable, masked
+from runtime.netguard import HostGuard
 
 KNOWN_DB_TYPES = ("mysql", "postgres", "mariadb", "mssql", "IBM DB2", "trino", "oceanbase")
 SUPPORTED_DB_TYPES = ("mysql", "mariadb", "postgres")
@@ -120,7 +120,8 @@ class ExeSQL(Tool):
             raise ToolError("there is no SQL to run: the sql argument is empty")
         statements = split_statements(sql)
         p = self.params
-        address = None if private_allowed(ctx, "ExeSQL") else await pinned_address(p.host, p.port, "ExeSQL")
+        guard = HostGuard.of("ExeSQL", ctx)
+        address = None if guard.allow_private else await guard.address(p.host, p.port)
         if p.db_type == "postgres":
             outcomes = await postgres_outcomes(p, address, statements)
         else:

@@ -3,6 +3,10 @@
 The instance URL is the model's `searxng_url` argument, else `params.searxng_url`, else
 `CANVAS2GRAPH_SEARXNG_URL`. The instance must allow the json format (`search.formats` in its
 settings.yml); otherwise it answers 403, and the error says so.
+
+An instance the model or the DSL names is reached through the host guard (`runtime.netguard`): a
+private or loopback instance needs `CANVAS2GRAPH_SEARXNG_ALLOW_PRIVATE=1`. The operator's
+`CANVAS2GRAPH_SEARXNG_URL` is trusted as it is (a self-hosted instance usually lives on the intranet).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from nodes.base import Params
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
 from nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
+from runtime.netguard import HostGuard
 
 
 class SearXNGParams(Params):
@@ -54,13 +59,15 @@ class SearXNG(Tool):
         query = text_arg(args, "query")
         if not query:
             return ToolOutput({"formalized_content": ""})
-        configured = text_arg(args, "searxng_url") or (self.params.searxng_url or "").strip() or endpoint("searxng", "")
+        chosen = text_arg(args, "searxng_url") or (self.params.searxng_url or "").strip()    # by the model or the DSL
+        configured = chosen or endpoint("searxng", "")
         if not configured:
             raise ToolError("SearXNG needs the URL of an instance: set params.searxng_url in the DSL or the "
                             "CANVAS2GRAPH_SEARXNG_URL environment variable")
         base = instance_url(configured)
+        guard = HostGuard.of("SearXNG", ctx) if chosen else None
         try:
-            response = await request("SearXNG", "GET", f"{base}/search", timeout=timeout_for(30), params={
+            response = await request("SearXNG", "GET", f"{base}/search", timeout=timeout_for(30), guard=guard, params={
                 "q": query, "format": "json", "categories": "general", "language": "auto", "safesearch": 1,
                 "pageno": 1})
         except ToolError as e:

@@ -1,9 +1,9 @@
-"""Code execution for CodeExec: a local child process or RAGFlow's remote sandbox, chosen by a policy.
+"""Code execution for CodeExec: a local bubblewrap sandbox or RAGFlow's remote sandbox, chosen by a policy.
 
 `run_code(lang, code, arguments, policy)` returns an `Execution` (status, stdout, stderr, the value
 `main` returned, artifacts). The script's own failures (errors, time and memory limits) are
-executions with a non-success status; `CodeRefused` and `SandboxUnavailable` mean the code could
-not be run at all.
+executions with a non-success status; `CodeRefused` (local execution off, or no working sandbox
+here: `SandboxUnusable`) and `SandboxUnavailable` (the remote one) mean the code could not be run at all.
 """
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ from runtime.sandbox.artifacts import ArtifactStoreError, attachment_content, st
 from runtime.sandbox.local import run_local
 from runtime.sandbox.policy import CodePolicy, CodePolicyError
 from runtime.sandbox.remote import SandboxUnavailable, run_remote
-from runtime.sandbox.types import ARTIFACT_TYPES, Artifact, Execution, normalize_language
-
-
-class CodeRefused(Exception):
-    """Local execution is switched off and no remote sandbox is configured."""
+from runtime.sandbox.bubblewrap import SandboxUnusable
+from runtime.sandbox.types import ARTIFACT_TYPES, Artifact, CodeRefused, Execution, normalize_language
 
 
 async def run_code(lang: str, code: str, arguments: dict[str, Any], policy: CodePolicy) -> Execution:
@@ -30,6 +27,6 @@ async def run_code(lang: str, code: str, arguments: dict[str, Any], policy: Code
     return await run_local(language, code, arguments, policy)
 
 
-__all__ = ["run_code", "CodePolicy", "CodePolicyError", "CodeRefused", "SandboxUnavailable", "Execution",
+__all__ = ["run_code", "CodePolicy", "CodePolicyError", "CodeRefused", "SandboxUnusable", "SandboxUnavailable", "Execution",
            "Artifact", "ARTIFACT_TYPES", "ArtifactStoreError", "store_artifacts", "stored_artifact", "attachment_content",
            "normalize_language"]

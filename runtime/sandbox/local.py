@@ -1,4 +1,4 @@
-"""Run a script as a local child process, with RAGFlow's calling convention and a few limits.
+"""Run a script on this machine, in the bubblewrap sandbox, with RAGFlow's calling convention and limits.
 
 The convention (RAGFlow's sandbox): the script defines `main`. Python calls `main(**arguments)`;
 JavaScript calls `main(arguments)` with one object (an exported `main`, or a top-level function named
@@ -6,13 +6,22 @@ JavaScript calls `main(arguments)` with one object (an exported `main`, or a top
 its working directory's `artifacts/` folder, or beside it, with an allowed extension (PNG, JPEG, SVG,
 PDF, CSV, JSON, HTML) are collected as artifacts.
 
-Each run gets a fresh job directory: the script, a small runner, the arguments and the result file
-there, and `work/` (the working directory, HOME and TMPDIR of the script) below it. The directory
-is removed when the run ends. Limits: wall-clock time (the whole process group is killed), address
-space (RLIMIT_AS for Python; Node's heap limit, since V8 reserves far more address space than it
-uses), CPU seconds, file size, open files, and the size of stdout and stderr kept. The child's
-environment holds only PATH, LANG, HOME, TMPDIR and settings that keep numeric libraries small and
-headless: nothing of this process's environment (keys, tokens, database URLs) reaches it.
+A run is three processes deep. bubblewrap (`bubblewrap.py`) makes the sandbox; in it the supervisor
+(`inside/supervisor.py`) starts the language runner (`inside/runner.py`, `inside/runner.js`) under the
+resource limits, waits for it, collects the artifacts from the scratch folder and reports them on a
+pipe, where the runner has reported the value `main` returned. The job's files (the script, its
+arguments, the runners) reach the sandbox as read-only copies; nothing is written on the host.
+
+Limits: wall-clock time (bubblewrap is killed, and with it every process of the sandbox), the
+address space of each process (RLIMIT_AS for Python; Node's heap limit, since V8 reserves far more
+address space than it uses), processes and threads (RLIMIT_NPROC, counted per sandbox), CPU seconds,
+the scratch folder's size and any one file's (RLIMIT_FSIZE), open files, and the size of stdout,
+stderr and the report kept.
+
+`unsafe_local` (only by explicit choice: `canvas2graph run --unsafe-local-code`) runs the same
+supervisor as a plain child process in a scratch folder on the host: same convention and limits
+(except processes and the folder's size), an environment without this process's secrets, its
+process group killed at the end, but no isolation at all.
 """
 from __future__ import annotations
 
@@ -20,249 +29,294 @@ import asyncio
 import json
 import math
 import os
-import resource
 import shutil
 import signal
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime.sandbox.bubblewrap import (JOB, SANDBOX_PATH, SCRATCH, Bubblewrap, find_bubblewrap, interpreter_roots,
+                                        python_prefixes, run_uid, sandbox_argv)
 from runtime.sandbox.policy import CodePolicy
 from runtime.sandbox.types import (ARTIFACT_TYPES, LIMIT_EXCEEDED, PROGRAM_ERROR, RUNNER_ERROR, SUCCESS, Artifact,
                                    Execution)
 
+INSIDE = Path(__file__).parent / "inside"
 NODE_RESERVE_MB = 2048        # V8 reserves code and heap ranges up front; it cannot start under ~1 GB of address space
 MAX_OPEN_FILES = 256
+RESULT_BYTES = 16 * 1024 * 1024     # the value main() returns, as JSON, beside the artifacts on the report pipe
+DRAIN_SECONDS = 5.0           # how long the pipes may stay open after the run ended (an unsandboxed straggler)
 _MEMORY_SIGNS = ("MemoryError", "heap out of memory", "Fatal process OOM", "std::bad_alloc")
-
-PYTHON_RUNNER = '''\
-import importlib.util
-import json
-import sys
-
-
-def fail(message):
-    sys.stderr.write(message + "\\n")
-    sys.exit(1)
-
-
-code_path, args_path, result_path = sys.argv[1:4]
-del sys.argv[1:]
-with open(args_path, encoding="utf-8") as f:
-    arguments = json.load(f)
-spec = importlib.util.spec_from_file_location("main", code_path)
-module = importlib.util.module_from_spec(spec)
-sys.modules["main"] = module
-spec.loader.exec_module(module)
-entry = getattr(module, "main", None)
-if not callable(entry):
-    fail("The script defines no function named main(); CodeExec calls main(**arguments) and uses its return value.")
-value = entry(**arguments)
-try:
-    text = json.dumps({"present": True, "value": value}, ensure_ascii=False)
-except (TypeError, ValueError) as e:
-    fail(f"main() returned a value that cannot be written as JSON: {e}")
-with open(result_path, "w", encoding="utf-8") as f:
-    f.write(text)
-'''
-
-NODE_RUNNER = '''\
-'use strict';
-const fs = require('fs');
-const path = require('path');
-const [codePath, argsPath, resultPath] = process.argv.slice(2);
-process.argv.splice(2);
-const args = JSON.parse(fs.readFileSync(argsPath, 'utf8'));
-
-function fail(message) {
-  process.stderr.write(message + '\\n');
-  process.exitCode = 1;
-}
-
-function finish(value) {
-  if (value === undefined) {     // nothing returned: what the script printed is the result
-    fs.writeFileSync(resultPath, JSON.stringify({ present: false }));
-    return;
-  }
-  let text;
-  try {
-    text = JSON.stringify({ present: true, value: value });
-  } catch (err) {
-    fail('main() returned a value that cannot be written as JSON: ' + err.message);
-    return;
-  }
-  fs.writeFileSync(resultPath, text);
-}
-
-const loaded = require(path.resolve(codePath));
-const entry = (loaded && loaded.__canvas2graphMain) || (typeof loaded === 'function' ? loaded : loaded && loaded.main);
-if (typeof entry !== 'function') {
-  fail('The script defines no function named main; CodeExec calls main(args) and uses its return value.');
-} else {
-  Promise.resolve().then(() => entry(args)).then(finish, (err) => fail(err && err.stack ? String(err.stack) : String(err)));
-}
-'''
 
 # Appended to a JavaScript script so a top-level `function main` works without being exported.
 NODE_EXPORT_HOOK = "\n;try { if (typeof main === 'function' && module.exports) { module.exports.__canvas2graphMain = main; } } catch (e) {}\n"
 
 
+@dataclass
+class Job:
+    """One run's files (name -> text), the runner's command line and the environment, with paths as the
+    processes of the run see them."""
+
+    files: dict[str, str]
+    python: str                   # the interpreter of the supervisor (and of Python scripts)
+    runner: list[str]
+    env: dict[str, str]
+    folder: str                   # where the job's files are: /job in the sandbox
+    scratch: str                  # the working directory: /scratch in the sandbox
+    binds: list[str] = field(default_factory=list)      # host folders the interpreters need (sandbox only)
+
+
 async def run_local(language: str, code: str, arguments: dict[str, Any], policy: CodePolicy) -> Execution:
-    """Run `code` (language "python" or "nodejs") with `arguments`; never raises for the script's own failures."""
-    job = Path(tempfile.mkdtemp(prefix="canvas2graph-code-"))
+    """Run `code` (language "python" or "nodejs") with `arguments`; never raises for the script's own failures.
+
+    Raises `SandboxUnusable` when bubblewrap is missing or cannot work here (and the policy does not opt
+    out of the sandbox).
+    """
+    if policy.unsafe_local:
+        return await _run_unconfined(language, code, arguments, policy)
+    bwrap = await find_bubblewrap(policy.bwrap)
+    job = await _job(language, code, arguments, policy, JOB, SCRATCH)
+    if isinstance(job, Execution):
+        return job
+    fds = {}
     try:
-        work = job / "work"
-        (work / "artifacts").mkdir(parents=True)
-        args_path, result_path = job / "args.json", job / "result.json"
-        args_path.write_text(json.dumps(arguments, ensure_ascii=False), encoding="utf-8")
-        if language == "python":
-            code_path, runner = job / "main.py", job / "runner.py"
-            code_path.write_text(code, encoding="utf-8")
-            runner.write_text(PYTHON_RUNNER, encoding="utf-8")
-            argv = [policy.python, "-I", "-B", str(runner)]
-            address_space = policy.memory_mb
-        else:
-            node = shutil.which(policy.node)
-            if node is None:
-                return Execution(RUNNER_ERROR, stderr=f"JavaScript needs Node.js, and {policy.node!r} was not found "
-                                                      "(CANVAS2GRAPH_CODE_NODE names the executable)", exit_code=-1)
-            code_path, runner = job / "main.js", job / "runner.js"
-            code_path.write_text(code + NODE_EXPORT_HOOK, encoding="utf-8")
-            runner.write_text(NODE_RUNNER, encoding="utf-8")
-            argv = [node, f"--max-old-space-size={policy.memory_mb}", str(runner)]
-            address_space = policy.memory_mb + NODE_RESERVE_MB
-        argv += [str(code_path), str(args_path), str(result_path)]
-        execution = await _execute(argv, work, address_space, policy)
-        if execution.status == LIMIT_EXCEEDED and execution.limit == "memory" and language == "nodejs":
-            execution.stderr = f"Memory limit exceeded ({policy.memory_mb} MB of JavaScript heap)"
-        if execution.ok:
-            execution.result_present, execution.result = _read_result(result_path)
-            execution.artifacts = collect_artifacts(work, policy)
-        return execution
+        for name, text in job.files.items():
+            fds[f"{JOB}/{name}"] = _memory_file(name, text)
+        report = _Pipe()
+        config_fd = _memory_file("config.json", json.dumps(_config(job, language, policy, report.child_fd)))
+        fds[f"{JOB}/config.json"] = config_fd
+        argv = sandbox_argv(bwrap, uid=run_uid(), binds=job.binds, data=fds, scratch_mb=policy.disk_mb,
+                            command=_supervisor(job))
+        return await _execute(argv, env={}, cwd="/", pass_fds=[report.child_fd, *fds.values()], report=report,
+                              policy=policy, language=language, sandboxed=True)
     finally:
-        shutil.rmtree(job, ignore_errors=True)
+        for fd in fds.values():
+            os.close(fd)
 
 
-async def _execute(argv: list[str], work: Path, address_space_mb: int, policy: CodePolicy) -> Execution:
+async def _run_unconfined(language: str, code: str, arguments: dict[str, Any], policy: CodePolicy) -> Execution:
+    folder = Path(tempfile.mkdtemp(prefix="canvas2graph-code-"))
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(work), env=child_environment(work), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            preexec_fn=lambda: _apply_limits(address_space_mb, policy))
-    except OSError as e:
-        return Execution(RUNNER_ERROR, stderr=f"cannot start {argv[0]}: {e.strerror or e}", exit_code=-1)
-    cap = policy.max_output_bytes
-    try:
-        async with asyncio.timeout(policy.timeout):
-            (out, out_cut), (err, err_cut), code = await asyncio.gather(
-                _read_capped(proc.stdout, cap), _read_capped(proc.stderr, cap), proc.wait())
-    except TimeoutError:
-        _kill_group(proc)
-        await proc.wait()
-        return Execution(LIMIT_EXCEEDED, stderr=f"Execution timed out after {policy.timeout:g} s",
-                         exit_code=-1, limit="time")
-    except BaseException:          # the turn was cancelled or the component timed out: leave nothing running
-        _kill_group(proc)
-        raise
-    _kill_group(proc)               # whatever the script left running in the background
-    if out_cut:
-        out += f"\n[stdout cut at {cap} bytes]"
-    if err_cut:
-        err += f"\n[stderr cut at {cap} bytes]"
-    if code == 0:
-        return Execution(SUCCESS, stdout=out, stderr=err, exit_code=0)
-    if code == -signal.SIGXCPU:
-        return Execution(LIMIT_EXCEEDED, stderr=f"Execution used more than {math.ceil(policy.timeout)} s of CPU",
-                         exit_code=code, limit="time")
-    if code == -signal.SIGKILL or any(sign in err for sign in _MEMORY_SIGNS):
-        last = next((line for line in reversed(err.splitlines()) if line.strip()), "")
-        message = f"Memory limit exceeded ({policy.memory_mb} MB)" + (f": {last.strip()}" if last else "")
-        return Execution(LIMIT_EXCEEDED, stderr=message, exit_code=code, limit="memory")
-    return Execution(PROGRAM_ERROR, stdout=out, stderr=err or f"the script exited with status {code}", exit_code=code)
+        work = folder / "work"
+        work.mkdir()
+        job = await _job(language, code, arguments, policy, str(folder), str(work))
+        if isinstance(job, Execution):
+            return job
+        for name, text in job.files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        report = _Pipe()
+        (folder / "config.json").write_text(json.dumps(_config(job, language, policy, report.child_fd)), encoding="utf-8")
+        return await _execute(_supervisor(job), env=job.env, cwd=str(work), pass_fds=[report.child_fd],
+                              report=report, policy=policy, language=language, sandboxed=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-def child_environment(work: Path) -> dict[str, str]:
-    """The script's whole environment: nothing inherited but PATH and the locale."""
-    return {
-        "PATH": os.environ.get("PATH") or os.defpath,
+async def _job(language: str, code: str, arguments: dict[str, Any], policy: CodePolicy, folder: str,
+               scratch: str) -> Job | Execution:
+    python = shutil.which(policy.python)
+    if python is None:
+        return Execution(RUNNER_ERROR, stderr=f"the Python interpreter {policy.python!r} was not found "
+                                              "(CANVAS2GRAPH_CODE_PYTHON names it)", exit_code=-1)
+    files = {"args.json": json.dumps(arguments, ensure_ascii=False),
+             "supervisor.py": (INSIDE / "supervisor.py").read_text(encoding="utf-8")}
+    binds = interpreter_roots(python, await python_prefixes(python))
+    if language == "python":
+        files.update({"main.py": code, "runner.py": (INSIDE / "runner.py").read_text(encoding="utf-8")})
+        runner = [python, "-I", "-B", f"{folder}/runner.py", f"{folder}/main.py"]
+    else:
+        node = shutil.which(policy.node)
+        if node is None:
+            return Execution(RUNNER_ERROR, stderr=f"JavaScript needs Node.js, and {policy.node!r} was not found "
+                                                  "(CANVAS2GRAPH_CODE_NODE names the executable)", exit_code=-1)
+        files.update({"main.js": code + NODE_EXPORT_HOOK, "runner.js": (INSIDE / "runner.js").read_text(encoding="utf-8")})
+        runner = [node, f"--max-old-space-size={policy.memory_mb}", f"{folder}/runner.js", f"{folder}/main.js"]
+        binds += [root for root in interpreter_roots(node) if root not in binds]
+    runner.append(f"{folder}/args.json")
+    env = {
+        "PATH": SANDBOX_PATH if folder == JOB else (os.environ.get("PATH") or os.defpath),
         "LANG": os.environ.get("LANG") or "C.UTF-8",
-        "HOME": str(work),
-        "TMPDIR": str(work),
+        "HOME": scratch,
+        "TMPDIR": scratch,
         "MPLBACKEND": "Agg",                  # matplotlib without a display
         "OPENBLAS_NUM_THREADS": "1",          # numeric libraries reserve memory per thread
         "OMP_NUM_THREADS": "1",
     }
+    return Job(files, python, runner, env, folder, scratch, binds)
 
 
-def _apply_limits(address_space_mb: int, policy: CodePolicy) -> None:
-    """Runs in the child between fork and exec, so it only calls setrlimit."""
-    cpu = math.ceil(policy.timeout) + 1         # a backstop: the wall clock normally stops the script first
-    _limit(resource.RLIMIT_AS, address_space_mb * 1024 * 1024)
-    _limit(resource.RLIMIT_CPU, cpu, cpu + 1)   # SIGXCPU at the soft limit, SIGKILL one second later
-    _limit(resource.RLIMIT_FSIZE, policy.max_file_bytes)
-    _limit(resource.RLIMIT_NOFILE, MAX_OPEN_FILES)
-    _limit(resource.RLIMIT_CORE, 0)
+def _config(job: Job, language: str, policy: CodePolicy, report_fd: int) -> dict[str, Any]:
+    """What the supervisor is told: the runner's command line (the report pipe last), its environment and limits."""
+    memory_mb = policy.memory_mb + (NODE_RESERVE_MB if language == "nodejs" else 0)
+    limits = {"memory_bytes": memory_mb << 20, "cpu_seconds": math.ceil(policy.timeout) + 1,
+              "file_bytes": policy.disk_mb << 20, "open_files": MAX_OPEN_FILES}
+    if job.folder == JOB:
+        limits["processes"] = policy.max_processes     # outside a sandbox it would count all of this user's processes
+    return {"argv": [*job.runner, str(report_fd)], "env": job.env, "report_fd": report_fd, "limits": limits,
+            "artifact_types": ARTIFACT_TYPES, "max_artifacts": policy.max_artifacts,
+            "max_artifact_bytes": policy.max_artifact_bytes}
 
 
-def _limit(kind: int, soft: int, hard: int | None = None) -> None:
-    _, current = resource.getrlimit(kind)
-    hard = soft if hard is None else hard
-    if current != resource.RLIM_INFINITY:
-        soft, hard = min(soft, current), min(hard, current)
-    resource.setrlimit(kind, (soft, hard))
+def _supervisor(job: Job) -> list[str]:
+    return [job.python, "-I", "-S", "-B", f"{job.folder}/supervisor.py", f"{job.folder}/config.json"]
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[str, bool]:
-    """Read to the end, keeping the first `cap` bytes (the rest is drained so the script never blocks)."""
-    kept = bytearray()
-    cut = False
-    while chunk := await stream.read(65536):
-        room = cap - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-        if len(chunk) > room:
-            cut = True
-    return kept.decode("utf-8", errors="replace"), cut
+def _memory_file(name: str, text: str) -> int:
+    """An anonymous in-memory file holding `text`, read from the start: bubblewrap copies it into the sandbox."""
+    fd = os.memfd_create(name, 0)
+    data = text.encode("utf-8")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+class _Pipe:
+    """The report pipe: the child end is passed to the run, this process reads the other."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.child_fd = os.pipe()
+
+    async def reader(self) -> asyncio.StreamReader:
+        reader = asyncio.StreamReader()
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                           os.fdopen(self.read_fd, "rb", 0))
+        return reader
+
+
+class _Capture:
+    """Everything a stream carries, the first `cap` bytes kept (the rest drained so the writer never blocks)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.data = bytearray()
+        self.cut = False
+
+    async def pump(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            room = self.cap - len(self.data)
+            if room > 0:
+                self.data += chunk[:room]
+            if len(chunk) > room:
+                self.cut = True
+
+    def text(self, label: str) -> str:
+        text = self.data.decode("utf-8", errors="replace")
+        return text + f"\n[{label} cut at {self.cap} bytes]" if self.cut else text
+
+
+async def _execute(argv: list[str], *, env: dict[str, str], cwd: str, pass_fds: list[int], report: _Pipe,
+                   policy: CodePolicy, language: str, sandboxed: bool) -> Execution:
+    try:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, pass_fds=pass_fds)
+        finally:
+            os.close(report.child_fd)         # the run holds the only writer: EOF when its last process is gone
+        report_stream = await report.reader()
+    except OSError as e:
+        os.close(report.read_fd)
+        return Execution(RUNNER_ERROR, stderr=f"cannot start {argv[0]}: {e.strerror or e}", exit_code=-1)
+    out, err = _Capture(policy.max_output_bytes), _Capture(policy.max_output_bytes)
+    reply = _Capture(2 * policy.max_artifacts * policy.max_artifact_bytes + RESULT_BYTES)
+    pumps = asyncio.gather(out.pump(proc.stdout), err.pump(proc.stderr), reply.pump(report_stream))
+    try:
+        async with asyncio.timeout(policy.timeout):
+            await proc.wait()
+    except TimeoutError:
+        _kill(proc)
+        await proc.wait()
+        await _drain(pumps)
+        return Execution(LIMIT_EXCEEDED, stdout=out.text("stdout"), exit_code=-1, limit="time",
+                         stderr=f"Execution timed out after {policy.timeout:g} s", detail=err.text("stderr"))
+    except BaseException:          # the turn was cancelled or the component timed out: leave nothing running
+        _kill(proc)
+        pumps.cancel()
+        raise
+    _kill(proc)               # the sandbox is gone with bubblewrap; unsandboxed, whatever the script left running
+    await _drain(pumps)
+    return _outcome(proc.returncode, out, err, reply, policy, language, sandboxed)
+
+
+async def _drain(pumps: asyncio.Future) -> None:
+    try:
+        await asyncio.wait_for(asyncio.shield(pumps), DRAIN_SECONDS)
+    except TimeoutError:      # a process that escaped the process group holds a pipe (unsandboxed only)
+        pumps.cancel()
+        await asyncio.gather(pumps, return_exceptions=True)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _read_result(path: Path) -> tuple[bool, Any]:
-    """(present, value) from the runner's result file; absent when the script exited before returning."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False, None
-    if not isinstance(record, dict) or record.get("present") is not True:
-        return False, None
-    return True, record.get("value")
+def _outcome(status: int, out: _Capture, err: _Capture, reply: _Capture, policy: CodePolicy, language: str,
+             sandboxed: bool) -> Execution:
+    stdout, stderr = out.text("stdout"), err.text("stderr")
+    if reply.cut:
+        return Execution(LIMIT_EXCEEDED, stdout=stdout, exit_code=-1, limit="output",
+                         stderr=f"The value main() returned and the artifacts exceed {reply.cap >> 20} MB")
+    result, final = _report(reply.data)
+    if final is None:              # the supervisor never reported: the sandbox did not start, or the script ended it
+        if sandboxed and stderr.lstrip().startswith("bwrap:"):
+            return Execution(RUNNER_ERROR, stderr=f"the sandbox could not start: {stderr.strip()}", exit_code=status)
+        return Execution(PROGRAM_ERROR, stdout=stdout, exit_code=status,
+                         stderr=stderr or f"the run ended before the script finished (exit status {status})")
+    code = final.get("exit_code")
+    code = code if isinstance(code, int) else -1
+    if code == -signal.SIGXCPU:
+        return Execution(LIMIT_EXCEEDED, stderr=f"Execution used more than {math.ceil(policy.timeout)} s of CPU",
+                         exit_code=code, limit="time")
+    if code == -signal.SIGXFSZ:
+        return Execution(LIMIT_EXCEEDED, stderr=f"File size limit exceeded ({policy.disk_mb} MB)", exit_code=code,
+                         limit="disk")
+    if code == -signal.SIGKILL or (code != 0 and any(sign in stderr for sign in _MEMORY_SIGNS)):
+        if language == "nodejs":
+            message = f"Memory limit exceeded ({policy.memory_mb} MB of JavaScript heap)"
+        else:
+            last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+            message = f"Memory limit exceeded ({policy.memory_mb} MB)" + (f": {last.strip()}" if last else "")
+        return Execution(LIMIT_EXCEEDED, stderr=message, exit_code=code, limit="memory")
+    if code != 0:
+        return Execution(PROGRAM_ERROR, stdout=stdout, stderr=stderr or f"the script exited with status {code}",
+                         exit_code=code)
+    execution = Execution(SUCCESS, stdout=stdout, stderr=stderr, exit_code=0)
+    if isinstance(result, dict) and result.get("present") is True:
+        execution.result_present, execution.result = True, result.get("value")
+    execution.artifacts = _artifacts(final.get("artifacts"), policy)
+    return execution
 
 
-def collect_artifacts(work: Path, policy: CodePolicy) -> list[Artifact]:
-    """Files in `work/artifacts/` and, as RAGFlow's sandbox promotes them, files of an allowed type in `work/`.
-
-    Symlinks, hidden and empty files, other types and files over the size limit are left out; at most
-    `max_artifacts` are kept, `artifacts/` first, each name once.
-    """
-    found: dict[str, Artifact] = {}
-    for folder in (work / "artifacts", work):
+def _report(data: bytes) -> tuple[Any, dict | None]:
+    """(the runner's result record, the supervisor's final record) from the report pipe; the last of each
+    wins. The script could write there too: it is read like any untrusted reply."""
+    result, final = None, None
+    for line in bytes(data).splitlines():
         try:
-            entries = sorted(folder.iterdir(), key=lambda p: p.name)
-        except OSError:
+            record = json.loads(line)
+        except ValueError:
             continue
-        for path in entries:
-            if len(found) >= policy.max_artifacts:
-                return list(found.values())
-            mime = ARTIFACT_TYPES.get(path.suffix.lower())
-            if mime is None or path.name in found or path.name.startswith(".") or path.is_symlink() or not path.is_file():
-                continue
-            size = path.stat().st_size
-            if size == 0 or size > policy.max_artifact_bytes:
-                continue
-            found[path.name] = Artifact(path.name, mime, path.read_bytes())
-    return list(found.values())
+        if isinstance(record, dict) and "result" in record:
+            result = record["result"]
+        elif isinstance(record, dict) and "exit_code" in record:
+            final = record
+    return result, final
+
+
+def _artifacts(items: Any, policy: CodePolicy) -> list[Artifact]:
+    found: list[Artifact] = []
+    for item in items if isinstance(items, list) else []:
+        artifact = Artifact.from_wire(item)
+        suffix = Path(artifact.name).suffix.lower() if artifact else ""
+        if artifact is None or suffix not in ARTIFACT_TYPES or artifact.size > policy.max_artifact_bytes:
+            continue
+        found.append(Artifact(artifact.name, ARTIFACT_TYPES[suffix], artifact.data))
+        if len(found) >= policy.max_artifacts:
+            break
+    return found

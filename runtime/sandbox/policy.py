@@ -1,10 +1,12 @@
 """Where and how CodeExec may run code: the policy a run gets through `ctx.extras["code"]`.
 
-Local execution runs the script as a child process of this one. It has limits (time, memory, output,
-a scratch directory, an environment without this process's secrets) but it is not a security
-boundary: the script runs as the same user. So it can be switched off, and a server refuses it unless
-it is enabled explicitly. A RAGFlow-compatible remote sandbox (RAGFlow's sandbox executor manager,
-`POST <url>/run`) can be configured instead; when one is configured it is always used.
+Local execution runs each script in a bubblewrap sandbox on this machine (`runtime.sandbox.bubblewrap`:
+its own namespaces, no network, a read-only view of the interpreter, an empty environment, resource
+limits). Where bubblewrap is missing, local execution is refused with a message saying what to
+install, unless the caller opts into running scripts WITHOUT isolation (`unsafe_local`, which only
+`canvas2graph run --unsafe-local-code` sets; never a server). A RAGFlow-compatible remote sandbox
+(RAGFlow's sandbox executor manager, `POST <url>/run`) can be configured instead; when one is
+configured it is always used. Local execution can also be switched off altogether.
 
 The policy comes from, in order: the values a caller passes (a `CodePolicy`, or a dict of its
 fields, as the server does with `{"allow_local": False}`), then the environment, then the defaults
@@ -12,7 +14,8 @@ fields, as the server does with `{"allow_local": False}`), then the environment,
 
 Environment: `CANVAS2GRAPH_SANDBOX_URL`, `CANVAS2GRAPH_SANDBOX_TOKEN`, `CANVAS2GRAPH_ALLOW_LOCAL_CODE`
 (0/false turns local execution off), `CANVAS2GRAPH_CODE_TIMEOUT` (seconds), `CANVAS2GRAPH_CODE_MEMORY_MB`,
-`CANVAS2GRAPH_CODE_PYTHON`, `CANVAS2GRAPH_CODE_NODE`, `CANVAS2GRAPH_ARTIFACTS_DIR`, `CANVAS2GRAPH_ARTIFACT_URL`.
+`CANVAS2GRAPH_CODE_MAX_PROCESSES`, `CANVAS2GRAPH_CODE_DISK_MB`, `CANVAS2GRAPH_CODE_PYTHON`,
+`CANVAS2GRAPH_CODE_NODE`, `CANVAS2GRAPH_BWRAP`, `CANVAS2GRAPH_ARTIFACTS_DIR`, `CANVAS2GRAPH_ARTIFACT_URL`.
 """
 from __future__ import annotations
 
@@ -28,8 +31,11 @@ ENV = {
     "allow_local": "CANVAS2GRAPH_ALLOW_LOCAL_CODE",
     "timeout": "CANVAS2GRAPH_CODE_TIMEOUT",
     "memory_mb": "CANVAS2GRAPH_CODE_MEMORY_MB",
+    "max_processes": "CANVAS2GRAPH_CODE_MAX_PROCESSES",
+    "disk_mb": "CANVAS2GRAPH_CODE_DISK_MB",
     "python": "CANVAS2GRAPH_CODE_PYTHON",
     "node": "CANVAS2GRAPH_CODE_NODE",
+    "bwrap": "CANVAS2GRAPH_BWRAP",
     "artifacts_dir": "CANVAS2GRAPH_ARTIFACTS_DIR",
     "artifact_url": "CANVAS2GRAPH_ARTIFACT_URL",
 }
@@ -42,26 +48,30 @@ class CodePolicyError(ValueError):
 
 @dataclass(frozen=True)
 class CodePolicy:
-    allow_local: bool = True              # run scripts as local child processes when no sandbox is configured
+    allow_local: bool = True              # run scripts on this machine (in the sandbox) when no remote one is configured
+    unsafe_local: bool = False            # ... as plain child processes, WITHOUT the sandbox (an explicit opt-in)
     sandbox_url: str = ""                 # RAGFlow's executor manager, e.g. http://sandbox-executor-manager:9385
     sandbox_token: str = ""               # sent as `Authorization: Bearer` (the manager's API token)
     timeout: float = 30.0                 # wall-clock seconds per execution
-    memory_mb: int = 512                  # address-space limit of a local Python run (Node: its heap)
+    memory_mb: int = 512                  # address space of each process of a Python run (Node: its heap)
+    max_processes: int = 32               # processes and threads of one run (the sandbox's own two included)
+    disk_mb: int = 100                    # what a run may write: its scratch folder's size, and any one file
     max_output_bytes: int = 1024 * 1024   # stdout and stderr are each kept up to this size
     max_artifacts: int = 10               # files collected per execution
     max_artifact_bytes: int = 10 * 1024 * 1024
-    max_file_bytes: int = 100 * 1024 * 1024   # any file a local script writes (RLIMIT_FSIZE)
     python: str = field(default_factory=lambda: sys.executable)
     node: str = "node"
+    bwrap: str = "bwrap"                  # bubblewrap's executable
     artifacts_dir: str = ""               # where artifacts are stored; "" = ~/.canvas2graph/artifacts
     artifact_url: str = ""                # URL prefix for stored artifacts; "" = their file:// URI
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
             raise CodePolicyError(f"code policy: timeout must be a positive number of seconds, not {self.timeout!r}")
-        if self.memory_mb <= 0:
-            raise CodePolicyError(f"code policy: memory_mb must be positive, not {self.memory_mb!r}")
-        if min(self.max_output_bytes, self.max_artifact_bytes, self.max_file_bytes) <= 0 or self.max_artifacts < 0:
+        for name in ("memory_mb", "max_processes", "disk_mb"):
+            if getattr(self, name) <= 0:
+                raise CodePolicyError(f"code policy: {name} must be positive, not {getattr(self, name)!r}")
+        if min(self.max_output_bytes, self.max_artifact_bytes) <= 0 or self.max_artifacts < 0:
             raise CodePolicyError("code policy: output and artifact limits must be positive")
 
     @property

@@ -24,6 +24,11 @@ ARTIFACT_TYPES = {
     ".html": "text/html",
 }
 
+class CodeRefused(Exception):
+    """The code cannot run here: local execution is switched off (or has no working sandbox) and no
+    remote sandbox is configured. The message says what to change."""
+
+
 SUCCESS = "success"
 PROGRAM_ERROR = "program_error"
 LIMIT_EXCEEDED = "resource_limit_exceeded"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import nodes.netguard as netguard
+import runtime.netguard as netguard
 from nodes.invoke import InvokeError
-from nodes.netguard import HostRefused
+from runtime.netguard import HostRefused
 from tests.conftest import cpn
+from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import FakeService, Reply, closed_port_url, finished, run_turn
 
@@ -165,6 +166,17 @@ async def test_a_proxy_carries_the_request(api, allowed):
     assert (await node.run(state(), context())).outputs["result"] == "via proxy"
     [seen] = api.requests
     assert seen.headers["host"] == "upstream.example" and seen.query == {"x": ["1"]}
+
+
+async def test_a_proxy_on_a_private_address_is_refused(api, monkeypatch):
+    dns = FakeDNS.install(monkeypatch)
+    dns.public = set()
+    dns.names["upstream.example"] = ["93.184.216.34"]
+    node = build("Invoke:I", "Invoke", {"url": "http://upstream.example/data", "proxy": api.url})
+    with pytest.raises(HostRefused, match="127.0.0.1 is a private, loopback or otherwise non-public address; set "
+                                          "CANVAS2GRAPH_INVOKE_ALLOW_PRIVATE=1"):
+        await node.run(state(), context())
+    assert api.requests == []
 
 
 @pytest.mark.parametrize("params, field", [

@@ -1,5 +1,6 @@
-"""Code execution for CodeExec (runtime.sandbox): RAGFlow's `main` convention run as a local child process
-with limits, or sent to a RAGFlow sandbox executor manager; and the policy that chooses between them."""
+"""Code execution for CodeExec (runtime.sandbox): RAGFlow's `main` convention run in the local bubblewrap
+sandbox with limits, or sent to a RAGFlow sandbox executor manager; and the policy that chooses between
+them. What a hostile script cannot do in the sandbox is in test_sandbox_hostile.py."""
 from __future__ import annotations
 
 import asyncio
@@ -8,12 +9,14 @@ import os
 import shutil
 import struct
 import time
+import uuid
 import zlib
 from pathlib import Path
 
 import pytest
 
-from runtime.sandbox import CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable, run_code
+from runtime.sandbox import CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable, SandboxUnusable, run_code
+from tests.conftest import need_sandbox
 from tests.runtime.sandbox_server import SandboxServer
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -48,8 +51,37 @@ def need_node() -> str:
 
 
 @pytest.fixture
-def policy(tmp_path) -> CodePolicy:
+def policy(tmp_path, sandboxed) -> CodePolicy:
     return CodePolicy(timeout=20, artifacts_dir=str(tmp_path / "artifacts"))
+
+
+def marker() -> str:
+    """A `sleep` duration no other process on the machine has in its command line."""
+    return f"300.{uuid.uuid4().int % 10**9:09d}"
+
+
+def processes_with(mark: str) -> list[int]:
+    """Host processes whose command line holds `mark` (zombies waiting for a reaper do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark in (entry / "cmdline").read_bytes().decode(errors="replace") and \
+                    "\nState:\tZ" not in (entry / "status").read_text():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def gone(mark: str, seconds: float = 5.0) -> bool:
+    """Whether every process holding `mark` disappears within `seconds` (SIGKILL takes a moment)."""
+    for _ in range(int(seconds / 0.05)):
+        if not processes_with(mark):
+            return True
+        await asyncio.sleep(0.05)
+    return not processes_with(mark)
 
 
 # --- Python: the main(**arguments) convention ------------------------------------------------------
@@ -85,12 +117,15 @@ async def test_a_result_that_is_not_json_is_an_error(policy):
     assert not run.ok and "cannot be written as JSON" in run.error_message()
 
 
-async def test_python_runs_isolated_in_a_fresh_scratch_directory_that_is_removed(policy):
-    code = "import os, sys\ndef main():\n    return {'cwd': os.getcwd(), 'flags': sys.flags.isolated, 'files': sorted(os.listdir('.'))}\n"
+async def test_python_runs_isolated_in_a_fresh_scratch_directory(policy):
+    code = ("import os, sys\ndef main():\n    open('left.txt', 'w').write('x')\n"
+            "    return {'cwd': os.getcwd(), 'flags': sys.flags.isolated, 'files': sorted(os.listdir('.'))}\n")
     run = await run_code("python", code, {}, policy)
     assert run.result["flags"] == 1                      # -I: no user site, no PYTHON* variables, no script dir
-    assert run.result["files"] == ["artifacts"]          # the script and runner live outside it
-    assert not Path(run.result["cwd"]).exists()
+    assert run.result["cwd"] == "/scratch"
+    assert run.result["files"] == ["artifacts", "left.txt"]     # the script and runner live outside it
+    again = await run_code("python", code, {}, policy)
+    assert again.result["files"] == ["artifacts", "left.txt"]   # each run starts from an empty folder
 
 
 async def test_the_parent_environment_does_not_reach_the_script(policy, monkeypatch):
@@ -103,77 +138,61 @@ async def test_the_parent_environment_does_not_reach_the_script(policy, monkeypa
     assert "hunter2" not in str(env) and "sk-test" not in str(env)
     assert set(env) <= {"PATH", "LANG", "HOME", "TMPDIR", "MPLBACKEND", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                         "LC_CTYPE"}
-    assert env["HOME"] == run.result["cwd"]
+    assert env["HOME"] == run.result["cwd"] == "/scratch"
 
 
 # --- limits ---------------------------------------------------------------------------------------
 
-def _gone(pid: int) -> bool:
-    """The process no longer runs (absent, or a zombie waiting for its reaper)."""
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "\nState:\tZ" in state
-
-
-async def test_a_script_over_its_time_limit_is_killed_with_its_children(tmp_path):
-    pid_file = tmp_path / "child.pid"
+async def test_a_script_over_its_time_limit_is_killed_with_its_children(policy):
+    mark = marker()
     code = ("import subprocess, time\n"
-            "def main(pid_file):\n"
-            "    child = subprocess.Popen(['sleep', '300'])\n"
-            "    open(pid_file, 'w').write(str(child.pid))\n"
+            "def main(mark):\n"
+            "    subprocess.Popen(['sleep', mark])\n"
             "    while True:\n"
             "        time.sleep(0.05)\n")
-    run = await run_code("python", code, {"pid_file": str(pid_file)}, CodePolicy(timeout=2))
+    run = await run_code("python", code, {"mark": mark}, CodePolicy(timeout=2))
     assert (run.status, run.limit) == ("resource_limit_exceeded", "time")
     assert run.error_message() == "Execution timed out after 2 s"
-    pid = int(pid_file.read_text())
-    for _ in range(100):                 # the kernel needs a moment to deliver SIGKILL and reparent
-        if _gone(pid):
-            break
-        time.sleep(0.05)
-    assert _gone(pid)
+    assert await gone(mark)
 
 
-async def test_a_cancelled_run_leaves_no_process_behind(tmp_path):
+async def test_a_cancelled_run_leaves_no_process_behind(policy):
     """A turn cancelled, or a component over COMPONENT_EXEC_TIMEOUT, cancels the run mid-script."""
-    pid_file = tmp_path / "script.pid"
-    code = f"import os, time\ndef main():\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    time.sleep(300)\n"
-    task = asyncio.create_task(run_code("python", code, {}, CodePolicy(timeout=600)))
+    mark = marker()
+    code = "import subprocess\ndef main(mark):\n    subprocess.run(['sleep', mark])\n"
+    task = asyncio.create_task(run_code("python", code, {"mark": mark}, CodePolicy(timeout=600)))
     for _ in range(400):
-        if pid_file.exists() and pid_file.read_text():
+        if processes_with(mark):
             break
         await asyncio.sleep(0.05)
-    pid = int(pid_file.read_text())
+    assert processes_with(mark), "the script did not start"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(100):
-        if _gone(pid):
-            break
-        await asyncio.sleep(0.05)
-    assert _gone(pid)
+    assert await gone(mark)
 
 
-async def test_a_script_over_its_memory_limit_stops_with_a_memory_error():
+async def test_a_script_over_its_memory_limit_stops_with_a_memory_error(sandboxed):
     run = await run_code("python", "def main():\n    return len(bytearray(1024 * 1024 * 1024))\n", {},
                          CodePolicy(timeout=20, memory_mb=256))
     assert (run.status, run.limit) == ("resource_limit_exceeded", "memory")
     assert run.error_message() == "Memory limit exceeded (256 MB): MemoryError"
 
 
-async def test_output_beyond_the_cap_is_cut_and_the_run_still_succeeds():
+async def test_output_beyond_the_cap_is_cut_and_the_run_still_succeeds(sandboxed):
     code = "def main():\n    print('x' * 3_000_000)\n    return 'done'\n"
     run = await run_code("python", code, {}, CodePolicy(timeout=20, max_output_bytes=1000))
     assert run.ok and run.result == "done"
     assert run.stdout == "x" * 1000 + "\n[stdout cut at 1000 bytes]"
 
 
-async def test_files_over_the_file_size_limit_cannot_be_written():
-    code = "def main():\n    with open('big.csv', 'w') as f:\n        f.write('x' * 5000)\n"
-    run = await run_code("python", code, {}, CodePolicy(timeout=20, max_file_bytes=1000))
-    assert not run.ok and "File too large" in run.error_message()
+async def test_what_a_script_writes_is_limited_by_the_scratch_folders_size(sandboxed):
+    one_file = "def main():\n    with open('big.csv', 'w') as f:\n        f.write('x' * 3_000_000)\n"
+    run = await run_code("python", one_file, {}, CodePolicy(timeout=20, disk_mb=2))
+    assert not run.ok and "OSError: [Errno 27] File too large" in run.error_message()
+    many_files = "def main():\n    for i in range(3):\n        open(f'part{i}.csv', 'w').write('x' * 1_500_000)\n"
+    run = await run_code("python", many_files, {}, CodePolicy(timeout=20, disk_mb=2))
+    assert not run.ok and "OSError: [Errno 28] No space left on device" in run.error_message()
 
 
 # --- artifacts ------------------------------------------------------------------------------------
@@ -190,7 +209,7 @@ async def test_files_written_to_artifacts_or_beside_it_are_collected(policy):
     assert by_name["table.csv"].mime_type == "text/csv" and by_name["table.csv"].data == b"x,y\n1,2\n"
 
 
-async def test_artifacts_over_the_count_or_size_limit_are_left_out():
+async def test_artifacts_over_the_count_or_size_limit_are_left_out(sandboxed):
     code = ("def main():\n"
             "    for i in range(5):\n"
             "        open(f'artifacts/part{i}.csv', 'w').write('a\\n' * (i + 1))\n"
@@ -304,12 +323,38 @@ async def test_local_execution_can_be_switched_off():
         await run_code("python", "def main(): return 1", {}, CodePolicy(allow_local=False))
 
 
-def test_the_policy_defaults_to_local_execution_and_reads_the_environment():
-    assert CodePolicy.resolve(None, environ={}).allow_local is True
+async def test_without_bubblewrap_local_execution_is_refused_saying_what_to_install():
+    with pytest.raises(SandboxUnusable, match=r"bubblewrap \('no-such-bwrap'\) was not found: install bubblewrap "
+                                              r"\(Debian and Ubuntu: apt-get install bubblewrap.*--unsafe-local-code"):
+        await run_code("python", "def main(): return 1", {}, CodePolicy(bwrap="no-such-bwrap"))
+
+
+async def test_the_unsafe_mode_runs_the_same_convention_without_the_sandbox(tmp_path, monkeypatch):
+    """`--unsafe-local-code`: no bubblewrap needed, same results and limits, but none of the isolation
+    (the script sees this machine's files), which is why it is an explicit opt-in."""
+    monkeypatch.setenv("CANVAS2GRAPH_TEST_SECRET", "hunter2")
+    (tmp_path / "visible.txt").write_text("host file")
+    code = ("import os\ndef main(path):\n    open('artifacts/t.csv', 'w').write('a\\n1\\n')\n"
+            "    return {'read': open(path).read(), 'secret': os.environ.get('CANVAS2GRAPH_TEST_SECRET')}\n")
+    policy = CodePolicy(timeout=20, unsafe_local=True, bwrap="no-such-bwrap")
+    run = await run_code("python", code, {"path": str(tmp_path / "visible.txt")}, policy)
+    assert run.ok and run.result == {"read": "host file", "secret": None}
+    assert [(a.name, a.data) for a in run.artifacts] == [("t.csv", b"a\n1\n")]
+    slow = await run_code("python", "import time\ndef main():\n    time.sleep(60)\n", {},
+                          CodePolicy(timeout=1, unsafe_local=True))
+    assert (slow.status, slow.limit) == ("resource_limit_exceeded", "time")
+
+
+def test_the_policy_defaults_to_local_execution_in_the_sandbox_and_reads_the_environment():
+    default = CodePolicy.resolve(None, environ={})
+    assert default.allow_local is True and default.unsafe_local is False
+    assert CodePolicy.resolve(None, environ={"CANVAS2GRAPH_UNSAFE_LOCAL_CODE": "1"}).unsafe_local is False   # no such switch
     policy = CodePolicy.resolve(None, environ={"CANVAS2GRAPH_SANDBOX_URL": "http://sandbox:9385",
                                                "CANVAS2GRAPH_ALLOW_LOCAL_CODE": "false",
-                                               "CANVAS2GRAPH_CODE_TIMEOUT": "5", "CANVAS2GRAPH_CODE_MEMORY_MB": "128"})
+                                               "CANVAS2GRAPH_CODE_TIMEOUT": "5", "CANVAS2GRAPH_CODE_MEMORY_MB": "128",
+                                               "CANVAS2GRAPH_CODE_MAX_PROCESSES": "8", "CANVAS2GRAPH_CODE_DISK_MB": "20"})
     assert (policy.sandbox_url, policy.allow_local, policy.timeout, policy.memory_mb) == ("http://sandbox:9385", False, 5.0, 128)
+    assert (policy.max_processes, policy.disk_mb) == (8, 20)
 
 
 def test_values_a_server_passes_win_over_the_environment():

@@ -171,7 +171,7 @@ async def test_failures_become_text_for_the_model(server):
 
 
 async def test_a_server_that_refuses_the_headers_is_a_tool_result_naming_the_status(server):
-    config = MCPServerConfig(id="local", url=server.url, transport=server.transport)      # no Authorization
+    config = MCPServerConfig(id="local", url=server.url, transport=server.transport, allow_private=True)  # no Authorization
     async with MCPSessions() as sessions:
         text = await sessions.call(config, "add", {"a": 1, "b": 1})
     assert text.startswith(f"MCP server 'local' at {server.url} cannot be used:")
@@ -180,11 +180,37 @@ async def test_a_server_that_refuses_the_headers_is_a_tool_result_naming_the_sta
 
 
 async def test_an_unreachable_server_is_a_tool_result():
-    config = MCPServerConfig(id="gone", url=closed_port_url())
+    config = MCPServerConfig(id="gone", url=closed_port_url(), allow_private=True)
     async with MCPSessions() as sessions:
         first, second = await asyncio.gather(sessions.call(config, "add", {}), sessions.call(config, "add", {}))
     assert first == second
     assert first.startswith(f"MCP server 'gone' at {config.url} cannot be used: ConnectError")
+
+
+# --- the host guard ----------------------------------------------------------------------------
+async def test_a_server_not_listed_by_the_operator_is_refused_on_a_private_address(server, monkeypatch):
+    """A server from anywhere but the operator's file (built in code, e.g. from a tenant's request)
+    goes through the host guard: 127.0.0.1 is refused before any request reaches it."""
+    monkeypatch.delenv("CANVAS2GRAPH_MCP_ALLOW_PRIVATE", raising=False)
+    config = MCPServerConfig(id="theirs", url=server.url, transport=server.transport, **AUTH)
+    mark = len(server.entries())
+    async with MCPSessions() as sessions:
+        text = await sessions.call(config, "add", {"a": 1, "b": 2})
+    assert text == (f"MCP server 'theirs' at {server.url} cannot be used: HostRefused: 127.0.0.1 is a private, "
+                    "loopback or otherwise non-public address; set CANVAS2GRAPH_MCP_ALLOW_PRIVATE=1 to let MCP "
+                    "connect to such hosts")
+    assert server.entries()[mark:] == []
+    monkeypatch.setenv("CANVAS2GRAPH_MCP_ALLOW_PRIVATE", "1")             # the operator's switch
+    async with MCPSessions() as sessions:
+        assert await sessions.call(config, "add", {"a": 1, "b": 2}) == "1 + 2 = 3"
+
+
+def test_the_operators_file_allows_private_servers_unless_it_says_otherwise(tmp_path):
+    servers = MCPServers.from_dict({"servers": {"mine": {"url": "http://127.0.0.1:9/mcp"},
+                                                "guarded": {"url": "http://10.0.0.7/mcp", "allow_private": False}}})
+    assert servers.get("mine").allow_private is True and servers.get("guarded").allow_private is False
+    with pytest.raises(MCPConfigError, match="servers.x.allow_private must be true or false"):
+        MCPServers.from_dict({"servers": {"x": {"url": "http://h/mcp", "allow_private": "yes"}}})
 
 
 # --- an Agent on the real runtime ------------------------------------------------------------

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from runtime.checkpoint import open_checkpointer
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
+from tests.conftest import cpn, dsl
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import CODE_TOOL, agent_dsl, finished, node_dsl
 from tests.runtime.sandbox_server import SandboxServer
@@ -29,12 +31,13 @@ REPO = Path(__file__).resolve().parents[3]
 SOURCE = {"Src:A": {"component_name": "Message", "params": {"content": ["numbers"]}}}
 SUM_SCRIPT = "def main(numbers, label):\n    return sum(numbers)\n"
 CODE_ENV = ["CANVAS2GRAPH_SANDBOX_URL", "CANVAS2GRAPH_SANDBOX_TOKEN", "CANVAS2GRAPH_ALLOW_LOCAL_CODE",
-            "CANVAS2GRAPH_CODE_TIMEOUT", "CANVAS2GRAPH_CODE_MEMORY_MB", "CANVAS2GRAPH_ARTIFACT_URL"]
+            "CANVAS2GRAPH_CODE_TIMEOUT", "CANVAS2GRAPH_CODE_MEMORY_MB", "CANVAS2GRAPH_ARTIFACT_URL", "CANVAS2GRAPH_BWRAP"]
 
 
 @pytest.fixture(autouse=True)
-def code_env(monkeypatch, tmp_path):
-    """No sandbox or policy setting of the machine applies; artifacts go to this test's folder."""
+def code_env(monkeypatch, tmp_path, sandboxed):
+    """No sandbox or policy setting of the machine applies; artifacts go to this test's folder. Scripts
+    run in the local sandbox (bubblewrap), so without one these tests skip (fail under CI=true)."""
     for name in CODE_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CANVAS2GRAPH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
@@ -385,4 +388,26 @@ def test_the_command_line_runs_an_agent_whose_code_writes_a_chart(tmp_path):
     assert next(store.glob("*.png")).read_bytes().startswith(PNG_SIGNATURE)
     seen_env = json.loads(next(store.glob("*.json")).read_text())
     assert "CANVAS2GRAPH_TEST_SECRET" not in seen_env and "hunter2" not in json.dumps(seen_env)
-    assert seen_env["HOME"] != os.environ.get("HOME")
+    assert seen_env["HOME"] == "/scratch"
+
+
+def test_without_bubblewrap_the_command_line_refuses_local_code_unless_told_to_run_it_unsandboxed(tmp_path):
+    """Where no sandbox can be made, `canvas2graph run` says what to install; `--unsafe-local-code` is the
+    explicit way to run the script anyway, with no isolation."""
+    dsl_path = tmp_path / "code.json"
+    dsl_path.write_text(json.dumps(dsl(**{"CodeExec:C": cpn("CodeExec", {
+        "lang": "python", "script": "import os\ndef main():\n    return os.getcwd()\n", "arguments": {},
+        "outputs": {"where": {"type": "String", "value": ""}}})})))
+    env = {k: v for k, v in os.environ.items() if k not in CODE_ENV}
+    env["CANVAS2GRAPH_BWRAP"] = "no-such-bwrap"
+    command = [sys.executable, "-m", "runtime.cli", "run", str(dsl_path), "--format", "jsonl",
+               "--db", str(tmp_path / "sessions.db")]
+    refused = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    error = json.loads(refused.stdout.splitlines()[-1])["data"]["outputs"]["_ERROR"]
+    assert "bubblewrap ('no-such-bwrap') was not found: install bubblewrap" in error
+    assert "--unsafe-local-code" in error
+    unsafe = subprocess.run(command + ["--unsafe-local-code"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert unsafe.returncode == 0, unsafe.stderr
+    where = [json.loads(line) for line in unsafe.stdout.splitlines() if '"node_finished"' in line][-1]
+    assert where["data"]["outputs"]["where"].startswith(tempfile.gettempdir() + "/canvas2graph-code-")

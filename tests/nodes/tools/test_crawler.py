@@ -6,6 +6,8 @@ import gzip
 
 import pytest
 
+from runtime.netguard import HostRefused
+from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import Reply, agent_dsl, closed_port_url, finished, node_dsl, run_turn, tool_messages
 
@@ -81,11 +83,42 @@ async def test_redirects_are_followed_and_each_target_is_checked(site):
 
 async def test_private_addresses_are_refused_unless_allowed(fake, monkeypatch):
     fake.on("GET", "/page", Reply(200, PAGE, "text/html"))
-    with pytest.raises(Exception, match=r"URL not valid: 127.0.0.1 is a private or local address \(127.0.0.1\); "
-                                        r"set CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1"):
+    with pytest.raises(Exception, match=r"127.0.0.1 is a private, loopback or otherwise non-public address; "
+                                        r"set CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1 to let Crawler connect"):
         await crawl(f"{fake.url}/page")
-    with pytest.raises(Exception, match="localhost is a private or local address"):
+    with pytest.raises(Exception, match=r"localhost \((127.0.0.1|::1)\) is a private, loopback"):
         await crawl(f"http://localhost:{fake.url.rsplit(':', 1)[1]}/page")
+    assert fake.requests == []
+
+
+async def test_a_redirect_from_a_public_page_to_a_private_address_is_refused(fake, monkeypatch):
+    dns = FakeDNS.install(monkeypatch)                    # news.example stands for a public site
+    dns.names["news.example"] = ["127.0.0.1"]
+    port = fake.url.rsplit(":", 1)[1]
+    fake.on("GET", "/story", Reply(302, "", headers={"Location": "http://169.254.169.254/latest/meta-data/"}))
+    with pytest.raises(HostRefused, match="169.254.169.254 is a private, loopback or otherwise non-public address"):
+        await crawl(f"http://news.example:{port}/story")
+    assert [r.path for r in fake.requests] == ["/story"]
+
+
+async def test_a_proxy_on_a_private_address_is_refused(fake, monkeypatch):
+    dns = FakeDNS.install(monkeypatch)
+    dns.public = set()
+    dns.names["news.example"] = ["93.184.216.34"]
+    fake.on("GET", "/story", Reply(200, PAGE, "text/html"))
+    with pytest.raises(HostRefused, match=r"127.0.0.1 is a private, loopback or otherwise non-public address; "
+                                          r"set CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1"):
+        await crawl("http://news.example/story", proxy=fake.url)
+    assert fake.requests == []
+
+
+async def test_behind_a_proxy_a_private_page_is_refused(fake, monkeypatch):
+    """The proxy resolves the page's host in its own network: the page must pass the guard too."""
+    dns = FakeDNS.install(monkeypatch)
+    dns.names["proxy.example"] = ["127.0.0.1"]
+    port = fake.url.rsplit(":", 1)[1]
+    with pytest.raises(HostRefused, match="10.0.0.8 is a private"):
+        await crawl("http://10.0.0.8/admin", proxy=f"http://proxy.example:{port}")
     assert fake.requests == []
 
 

@@ -1,6 +1,8 @@
 """Email sends through a real SMTP server (aiosmtpd) on 127.0.0.1: TLS from the start, STARTTLS or a plain
 connection, a login, then the message the server receives: sender, recipients, UTF-8 subject, text and
-HTML bodies. Refused logins, unreachable servers and TLS mismatches are clear errors."""
+HTML bodies. Refused logins, unreachable servers and TLS mismatches are clear errors. The server a DSL
+names passes the host guard: these tests lift it (CANVAS2GRAPH_EMAIL_ALLOW_PRIVATE=1) for the local
+server, except those that show the refusal and the pinning."""
 from __future__ import annotations
 
 import socket
@@ -13,12 +15,20 @@ import trustme
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
+import runtime.netguard as netguard
 from nodes.tool import ToolError
+from runtime.netguard import HostRefused
 from nodes.tools.email import EmailParams
 from tests.nodes.helpers import build, context, errors
 from tests.nodes.tools.support import agent_dsl, finished, node_dsl, run_turn, tool_messages
 
 PASSWORD = "s3cret-app-code"
+ALLOW = "CANVAS2GRAPH_EMAIL_ALLOW_PRIVATE"
+
+
+@pytest.fixture(autouse=True)
+def allowed(monkeypatch):
+    monkeypatch.setenv(ALLOW, "1")
 
 
 @dataclass
@@ -73,7 +83,7 @@ def smtp(ca):
 
     def start(mode: str):
         server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ca.issue_cert("127.0.0.1", "localhost").configure_cert(server_ctx)
+        ca.issue_cert("127.0.0.1", "localhost", "mail.example").configure_cert(server_ctx)
         box = Mailbox()
         # with TLS from the start aiosmtpd does not know the connection is encrypted: it must offer AUTH anyway
         # one mechanism (PLAIN), so each connection tries one login
@@ -206,6 +216,31 @@ async def test_tls_mismatches_and_untrusted_certificates_are_explained(smtp, tru
     monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent")
     with pytest.raises(ToolError, match=f"TLS with the SMTP server 127.0.0.1:{tls_port} failed: its certificate is not trusted"):
         await send(tls_port, {"to_email": "ada@example.com"})
+
+
+async def test_a_private_smtp_server_is_refused_unless_allowed(smtp, monkeypatch):
+    box, port = smtp("plain")
+    monkeypatch.delenv(ALLOW)
+    with pytest.raises(HostRefused, match="127.0.0.1 is a private, loopback or otherwise non-public address; "
+                                          "set CANVAS2GRAPH_EMAIL_ALLOW_PRIVATE=1 to let Email connect"):
+        await send(port, {"to_email": "ada@example.com"}, smtp_security="none")
+    assert box.messages == [] and box.logins == []
+
+
+async def test_the_server_is_connected_at_the_address_checked_and_tls_checks_its_name(smtp, trusted, monkeypatch):
+    """One lookup (a rebinding DNS gets no second chance), and the certificate is still verified for the
+    server's name, not for the address."""
+    box, port = smtp("ssl")
+    monkeypatch.delenv(ALLOW)
+    lookups = []
+
+    async def resolve(host, port):
+        lookups.append(host)
+        return ["127.0.0.1"]
+    monkeypatch.setattr(netguard, "resolve", resolve)
+    monkeypatch.setattr(netguard, "public", lambda address: True)       # pretend 127.0.0.1 is public
+    await send(port, {"to_email": "ada@example.com"}, smtp_server="mail.example", smtp_security="ssl")
+    assert lookups == ["mail.example"] and len(box.messages) == 1
 
 
 async def test_a_malformed_address_is_an_error():

@@ -17,6 +17,8 @@ import pytest
 
 from compiler import diagnose
 from nodes.tool import ToolError
+from runtime.netguard import HostRefused
+from tests.fake_dns import FakeDNS
 from tests.conftest import cpn, dsl
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import agent_dsl, closed_port_url, finished, node_dsl, run_turn, tool_messages
@@ -218,15 +220,29 @@ async def test_empty_sql_is_an_error(db):
         await run_sql(db, "  ")
 
 
-async def test_loopback_hosts_are_refused_unless_allowed(postgres, monkeypatch):
-    node = build("ExeSQL:Q", "ExeSQL", {**postgres.params, "sql": "sys.query"})
-    with pytest.raises(ToolError, match="127.0.0.1 is a private, loopback or otherwise non-public address; "
-                                        "set CANVAS2GRAPH_EXESQL_ALLOW_PRIVATE=1"):
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_loopback_hosts_are_refused_unless_allowed(kind, request):
+    server = request.getfixturevalue(kind)
+    node = build("ExeSQL:Q", "ExeSQL", {**server.params, "sql": "sys.query"})
+    with pytest.raises(HostRefused, match="127.0.0.1 is a private, loopback or otherwise non-public address; "
+                                          "set CANVAS2GRAPH_EXESQL_ALLOW_PRIVATE=1"):
         await node.run(state("SELECT 1 AS one"), context())
     ctx = context()
     ctx.extras["allow_private"] = {"ExeSQL"}                 # a run service may lift the guard instead
     result = await node.run(state("SELECT 1 AS one"), ctx)
     assert result.outputs["json"] == [[{"one": 1}]]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+async def test_the_database_is_reached_at_the_address_the_guard_checked(kind, request, monkeypatch):
+    """The host name is resolved once by the guard; the driver connects to that address (no second
+    lookup a rebinding DNS could answer with an inside address)."""
+    server = request.getfixturevalue(kind)
+    dns = FakeDNS.install(monkeypatch)
+    dns.names["db.example"] = ["127.0.0.1"]
+    node = build("ExeSQL:Q", "ExeSQL", {**server.params, "host": "db.example", "sql": "sys.query"})
+    result = await node.run(state("SELECT 1 AS one"), context())
+    assert result.outputs["json"] == [[{"one": 1}]] and dns.lookups == ["db.example"]
 
 
 async def test_as_a_node_the_sql_comes_from_the_canvas_and_the_table_feeds_downstream(db):

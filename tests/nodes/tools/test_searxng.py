@@ -1,5 +1,7 @@
 """SearXNG queries an instance's /search?format=json; the instance comes from the model, the params or
-the environment; results become citable chunks; a missing or bad instance URL is a clear error."""
+the environment; results become citable chunks; a missing or bad instance URL is a clear error. An
+instance the model or the DSL names passes the host guard (the test instance is on 127.0.0.1, so the
+tests lift it with CANVAS2GRAPH_SEARXNG_ALLOW_PRIVATE=1, except those that show the refusal)."""
 from __future__ import annotations
 
 import pytest
@@ -15,6 +17,14 @@ ANSWER = {"query": "ragflow", "number_of_results": 3, "answers": [], "suggestion
      "engine": "bing", "score": 1.5},
     {"url": "https://third.example/", "title": "Third", "content": "Third result.", "engine": "bing", "score": 0.5},
 ]}
+
+
+ALLOW = "CANVAS2GRAPH_SEARXNG_ALLOW_PRIVATE"
+
+
+@pytest.fixture(autouse=True)
+def allowed(monkeypatch):
+    monkeypatch.setenv(ALLOW, "1")
 
 
 def searxng_node(url: str, **params):
@@ -91,6 +101,35 @@ async def test_as_agent_tool_the_model_may_name_the_instance(fake):
     [chunk] = message_end(events)["reference"]["chunks"].values()
     assert chunk["url"] == "https://ragflow.io/"
     assert tool_messages()[0].startswith("\nID: ")
+
+
+async def test_a_private_instance_named_in_the_dsl_is_refused_unless_allowed(fake, monkeypatch):
+    monkeypatch.delenv(ALLOW)
+    fake.on("GET", "/search", Reply(200, ANSWER))
+    events = await run_turn(searxng_node(fake.url), "ragflow")
+    assert finished(events, "SearXNG:S")["error"] == (
+        "127.0.0.1 is a private, loopback or otherwise non-public address; set "
+        "CANVAS2GRAPH_SEARXNG_ALLOW_PRIVATE=1 to let SearXNG connect to such hosts")
+    assert fake.requests == []
+
+
+async def test_a_private_instance_the_model_names_is_refused_and_the_model_reads_why(fake, monkeypatch):
+    monkeypatch.delenv(ALLOW)
+    fake.on("GET", "/search", Reply(200, ANSWER))
+    tool = {"component_name": "SearXNG", "name": "SearXNG", "params": {}}
+    port = fake.url.rsplit(":", 1)[1]
+    call = {"name": "searxng_search_0", "arguments": {"query": "ragflow", "searxng_url": f"http://localhost:{port}"}}
+    await run_turn(agent_dsl(tool), "q", {"replies": [{"tool_calls": [call]}], "auto_reply": "done"})
+    assert "is a private, loopback or otherwise non-public address" in tool_messages()[0]
+    assert fake.requests == []
+
+
+async def test_the_operators_instance_from_the_environment_is_trusted(fake, monkeypatch):
+    monkeypatch.delenv(ALLOW)
+    monkeypatch.setenv("CANVAS2GRAPH_SEARXNG_URL", fake.url)        # a self-hosted instance on the intranet
+    fake.on("GET", "/search", Reply(200, ANSWER))
+    result = await build("SearXNG:S", "SearXNG", {"query": "sys.query"}).run(state("ragflow"), context())
+    assert len(result.outputs["json"]) == 3
 
 
 async def test_as_agent_tool_a_missing_instance_is_what_the_model_reads():
