@@ -288,7 +288,9 @@ def test_a_background_webhook_run_survives_a_killed_server(durable_url, tmp_path
             return sessions[0]["messages"][-1]["content"] if sessions and len(sessions[0]["messages"]) > 1 else None
         assert wait_for(answer, timeout=90, what="the resumed run's answer") == \
             "Answer 1 from LLM:A.Answer 2 from LLM:B."
-        [logged] = api.ok("GET", logs)["calls"]
+        # the call's log entry is closed just after the session records the answer
+        [logged] = wait_for(lambda: [c for c in api.ok("GET", logs)["calls"] if c["status"] != "running"],
+                            what="the call's log entry to close")
         assert logged["status"] == "finished" and logged["id"] == webhook_id
         events = api.ok("GET", logs, params={"since_ts": since, "webhook_id": webhook_id})["events"]
         finished = [e["data"]["component_id"] for e in events if e["event"] == "node_finished"]
