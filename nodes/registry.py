@@ -79,5 +79,6 @@ def _load_families() -> None:
     import nodes.retrieval  # noqa: F401
     import nodes.invoke  # noqa: F401
     import nodes.agent  # noqa: F401
+    import nodes.excel  # noqa: F401
     import nodes.tools
     nodes.tools.load_all()
