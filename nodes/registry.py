@@ -80,5 +80,6 @@ def _load_families() -> None:
     import nodes.invoke  # noqa: F401
     import nodes.agent  # noqa: F401
     import nodes.excel  # noqa: F401
+    import nodes.docgen  # noqa: F401
     import nodes.tools
     nodes.tools.load_all()
