@@ -293,6 +293,8 @@ def parser() -> argparse.ArgumentParser:
     add_mcp_config(s)
     s.add_argument("--allow-local-code", action="store_true",
                    help="let CodeExec run code on this machine (refused unless set)")
+    s.add_argument("--allow-browser", action="store_true",
+                   help="let the Browser component drive Chromium on this machine (refused unless set)")
     s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "
