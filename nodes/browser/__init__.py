@@ -65,6 +65,7 @@ class BrowserParams(LLMParams):
 @register("Browser", BrowserParams, outputs=lambda p: {"content", "downloaded_files"})
 class Browser(Node):
     thoughts_text = "Planning and executing browser actions..."
+    reports_own_failure = True      # RAGFlow's Browser catches its failures and sets _ERROR itself
 
     # --- compile time -------------------------------------------------------------------
     def prepare(self) -> None:

@@ -35,11 +35,10 @@ def render(fmt: str, content: str, layout: Layout) -> bytes:
         text = content.strip() + "\n" if content.strip() else ""
     else:
         raise ValueError(f"unsupported output format {fmt!r}")
-    if layout.timestamp and text:
-        text = f"{layout.timestamp}\n\n{text}"
-    elif layout.timestamp:
-        text = f"{layout.timestamp}\n"
-    return text.encode("utf-8")
+    if layout.timestamp:
+        text = f"{layout.timestamp}\n\n{text}" if text else f"{layout.timestamp}\n"
+    # a text file always ends its (maybe only) line: empty content gives "\n", as RAGFlow's pandoc does
+    return (text or "\n").encode("utf-8")
 
 
 __all__ = ["FORMATS", "Layout", "render", "strip_thinking"]
