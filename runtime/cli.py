@@ -177,7 +177,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
-            async for event in runner.run_turn(session, TurnRequest(query=args.query or "", inputs=inputs, files=files)):
+            request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
+            async for event in runner.run_turn(session, request):
                 printer.event(event)
         except TurnFailed:          # closed by the Runner; the outcome says why
             pass

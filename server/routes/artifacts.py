@@ -1,5 +1,5 @@
-"""The files CodeExec, DocGenerator and ExcelProcessor stored (charts, tables, documents), linked from answers as `/api/v1/documents/artifact/<name>`,
-the path RAGFlow links its artifacts by.
+"""The files CodeExec, DocGenerator and ExcelProcessor stored (charts, tables, documents), linked from
+answers as `/api/v1/documents/artifact/<name>`, the path RAGFlow links its artifacts by.
 
 No token is asked for: an answer's markdown image is fetched by a browser that sends none. A link is
 a capability instead: names are 128 random bits, and only names of that form are served.
@@ -25,6 +25,7 @@ async def artifact(name: str, request: Request):
         raise ApiError(RetCode.NOT_FOUND, f"no artifact named {name!r}", status=404)
     suffix = path.suffix.lower()
     headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
-    return FileResponse(path, media_type={**ARTIFACT_TYPES, **DOCUMENT_TYPES}.get(suffix, "application/octet-stream"), headers=headers,
+    media_type = {**ARTIFACT_TYPES, **DOCUMENT_TYPES}.get(suffix, "application/octet-stream")
+    return FileResponse(path, media_type=media_type, headers=headers,
                         content_disposition_type="attachment" if suffix in ACTIVE else "inline",
                         filename=path.name if suffix in ACTIVE else None)
