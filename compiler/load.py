@@ -125,11 +125,11 @@ def title_of(doc: Any) -> str:
     return ""
 
 
-MODEL_COMPONENTS = ("LLM", "Agent", "Categorize")
+MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser")
 
 
 def fill_default_llm(doc: Any, llm_id: str) -> Any:
-    """A copy of `doc` in which every LLM, Agent and Categorize without a model (an empty or missing
+    """A copy of `doc` in which every LLM, Agent, Categorize and Browser without a model (an empty or missing
     `llm_id`), sub-agents among an Agent's tools included, uses `llm_id`.
 
     RAGFlow's templates ship several agents with an empty `llm_id`, which its engine refuses until a

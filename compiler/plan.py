@@ -226,7 +226,8 @@ def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
         out.error("no-engine-class", f"'{name}' is a canvas operator that RAGFlow's engine cannot run either; "
                   "replace it with a supported component", entry.id, "obj.component_name")
     elif name in KNOWN_ELSEWHERE:
-        out.error("unsupported", f"component '{name}' is not supported by this version of canvas2graph yet",
+        out.error("unsupported", f"component '{name}' belongs to RAGFlow's ingestion pipeline (a dataflow canvas "
+                  "that builds a dataset), not to an agent canvas: canvas2graph runs agent canvases only",
                   entry.id, "obj.component_name")
     else:
         out.error("unknown-component", f"unknown component_name '{name}'", entry.id, "obj.component_name")

@@ -65,8 +65,13 @@ def build_tools(agent: "Agent") -> list[AgentTool]:
         name = entry["component_name"]
         spec = lookup(name)
         if spec is None or (name != "Agent" and not issubclass(spec.node, Tool)):
-            code = "unsupported" if name in KNOWN_ELSEWHERE or spec is not None else "unknown-component"
-            raise NodeConfigError(f"{where}.component_name", f"tool {name!r} is not supported by this version of canvas2graph yet", code)
+            if spec is not None:
+                raise NodeConfigError(f"{where}.component_name", f"{name!r} is a canvas component, not a tool an "
+                                      "Agent can call", "unsupported")
+            if name in KNOWN_ELSEWHERE:
+                raise NodeConfigError(f"{where}.component_name", f"{name!r} belongs to RAGFlow's ingestion pipeline, "
+                                      "not to an agent", "unsupported")
+            raise NodeConfigError(f"{where}.component_name", f"unknown tool {name!r}", "unknown-component")
         raw = entry.get("params") or {}
         try:
             params = spec.params.model_validate(raw)

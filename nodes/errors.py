@@ -3,6 +3,8 @@
 - `exception_method: goto` -> a node error handler that records `_ERROR` and goes to `exception_goto`;
 - `exception_method: comment` -> an error handler that stores `exception_default_value` (in
   `content` for LLM and Agent, in `result` for the rest, as RAGFlow does) and continues downstream;
+  a component that reports its own failure in RAGFlow (`reports_own_failure`: the Browser) keeps its
+  error and empty outputs instead, and the default is shown as a message;
 - no method -> no handler: the failure ends the turn (the runner reports it);
 - `max_retries` / `delay_after_error` -> a RetryPolicy that retries what RAGFlow's model layer
   retries: rate limits, server errors, timeouts and lost connections, not bad requests or bugs.
@@ -129,6 +131,16 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         outputs = failure_outputs(node, error.error)
         if method == "goto" and goto:
             target = goto
+        elif getattr(node, "reports_own_failure", False):
+            # the component (RAGFlow's Browser) catches its failure itself: it finishes with the error
+            # and its declared outputs empty, and the canvas shows the default as a message
+            outputs = {**{k: None for k in node.declared}, **outputs}
+            if default:
+                from nodes.base import stream_writer
+                write = stream_writer()
+                write({"event": "message", "content": str(default)})
+                write({"event": "message_end"})
+            target = normal
         else:
             if default:
                 key = "content" if node.component_type in CONTENT_DEFAULT else "result"

@@ -11,10 +11,11 @@ from pydantic import Field, field_validator
 
 from compiler.refs import Template
 from nodes.base import ComponentError, Node, Params, Result, stream_writer
+from nodes.downloads import shown_text
 from nodes.llm import stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel, merge_reference, outputs_of
-from runtime.values import as_json_text, is_pending, resolve
+from runtime.values import is_pending, resolve
 
 _JINJA = SandboxedEnvironment()
 
@@ -50,22 +51,25 @@ class Message(Node):
     async def run(self, state, ctx) -> Result:
         t = self.templates[0] if len(self.templates) == 1 else random.choice(self.templates)
         write = stream_writer()
+        downloads: list[dict[str, Any]] = []         # files a DocGenerator offers, shown as downloads, not text
         if self.params.stream and not t.has_jinja:
-            content, inputs, writes = await self._stream(t, state, ctx, write)
+            content, inputs, writes = await self._stream(t, state, ctx, write, downloads)
         else:
-            content, inputs, writes = await self._render(t, state, ctx)
+            content, inputs, writes = await self._render(t, state, ctx, downloads)
             write({"event": "message", "content": content})
         end: dict[str, Any] = {}
         status = self.params.extra("status")
         if status is not None:
             end["status"] = status
+        if downloads:
+            end["downloads"] = downloads
         reference = merge_reference(state.get(REFERENCE), writes.get(REFERENCE) or {})
         if reference.get("chunks") or reference.get("doc_aggs"):
             end["reference"] = reference
         write({"event": "message_end", **end})
-        return Result(outputs={"content": content, "downloads": []}, inputs=inputs, writes=writes)
+        return Result(outputs={"content": content, "downloads": downloads}, inputs=inputs, writes=writes)
 
-    async def _stream(self, t: Template, state, ctx, write):
+    async def _stream(self, t: Template, state, ctx, write, downloads: list):
         """Spliced substitution, as RAGFlow's streaming Message (spaces next to refs vanish)."""
         parts: list[str] = []
         inputs: dict[str, Any] = {}
@@ -78,7 +82,7 @@ class Message(Node):
                 if is_pending(value):          # relayed piece by piece as the model writes
                     parts.append(inputs.setdefault(part.expr, await self._relay(value, ctx, write, writes, state)))
                     continue
-                text = inputs[part.expr] = as_json_text(value)
+                text = inputs[part.expr] = shown_text(value, downloads)
             if text:
                 write({"event": "message", "content": text})
             parts.append(text)
@@ -126,11 +130,12 @@ class Message(Node):
             if not thinking:
                 answer.append(piece)
 
-    async def _render(self, t: Template, state, ctx):
+    async def _render(self, t: Template, state, ctx, downloads: list):
         """Exact substitution with Jinja rendering (non-streaming mode)."""
         from nodes.base import settle_pending
         state, writes = await settle_pending(self, t.refs, state, ctx)
         values = {r.expr: resolve(state, r) for r in t.refs}
+        shown = {expr: shown_text(value, downloads) for expr, value in values.items()}
         # RAGFlow swaps each {ref} for a plain name Jinja can use, renders, then swaps names for values.
         text = "".join(p if isinstance(p, str) else _sanitised(p.expr) for p in t.exact)
         if t.has_jinja:
@@ -138,6 +143,6 @@ class Message(Node):
                 text = _JINJA.from_string(text).render(**{_sanitised(k): v for k, v in values.items()})
             except Exception:
                 pass          # RAGFlow falls back to the raw text when Jinja fails
-        for expr, value in values.items():
-            text = text.replace(_sanitised(expr), as_json_text(value))
-        return text, {k: as_json_text(v) for k, v in values.items()}, writes
+        for expr in values:
+            text = text.replace(_sanitised(expr), shown[expr])
+        return text, shown, writes

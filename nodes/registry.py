@@ -26,14 +26,10 @@ class ComponentSpec:
 
 REGISTRY: dict[str, ComponentSpec] = {}
 
-# Names RAGFlow knows (SPEC 2.2, 3.16, 3.17) that this version cannot run yet; a DSL using them
-# gets an "unsupported" diagnostic instead of "unknown component".
-KNOWN_ELSEWHERE = {
-    "AkShare", "WenCai", "TuShare", "Jin10", "KeenableSearch", "QueritSearch",
-    "QueritContents", "BGPT", "DocGenerator", "ExcelProcessor", "Browser",
-    # ingestion-pipeline components (rag/flow): a dataflow canvas, not an agent
-    "File", "Parser", "TokenChunker", "TitleChunker", "Tokenizer", "Extractor",
-}
+# RAGFlow's ingestion-pipeline components (rag/flow): they make up a dataflow canvas that builds a
+# dataset, not an agent canvas, and have no place in an agent's graph. A DSL using them gets an
+# "unsupported" diagnostic saying so instead of "unknown component". Every agent component is registered.
+KNOWN_ELSEWHERE = {"File", "Parser", "TokenChunker", "TitleChunker", "Tokenizer", "Extractor"}
 # Frontend operators with no engine class at all (SPEC 2.2).
 NO_ENGINE_CLASS = {"Bing", "RewriteQuestion", "WaitingDialogue", "Note", "Tool", "Placeholder"}
 
@@ -49,12 +45,6 @@ def register(name: str, params: type["Params"], *, outputs: OutputsOf | None = N
 def lookup(name: str) -> ComponentSpec | None:
     _load_families()
     return REGISTRY.get(name)
-
-
-def not_yet_supported(name: str) -> bool:
-    """A component RAGFlow has that this version cannot run yet."""
-    _load_families()
-    return name in KNOWN_ELSEWHERE and name not in REGISTRY
 
 
 _loaded = False
@@ -79,5 +69,8 @@ def _load_families() -> None:
     import nodes.retrieval  # noqa: F401
     import nodes.invoke  # noqa: F401
     import nodes.agent  # noqa: F401
+    import nodes.excel  # noqa: F401
+    import nodes.docgen  # noqa: F401
+    import nodes.browser  # noqa: F401
     import nodes.tools
     nodes.tools.load_all()

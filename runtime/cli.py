@@ -1,7 +1,7 @@
 """The `canvas2graph` command: compile, run, export, index and serve RAGFlow agent DSLs.
 
     canvas2graph compile DSL [--format text|json]
-    canvas2graph run DSL [--query Q] [--inputs FILE] [--session ID] [--db PATH] [--llm-script FILE] ...
+    canvas2graph run DSL [--query Q] [--inputs FILE] [--file [FIELD=]PATH] [--session ID] [--db PATH] ...
     canvas2graph export DSL [--format mermaid|json|dot|svg|png] [--out FILE]
     canvas2graph index PATH... --kb NAME
     canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
@@ -113,16 +113,47 @@ def cmd_run(args) -> int:
     inputs = read_json_file(args.inputs, "inputs file") if args.inputs else None
     if inputs is not None and not isinstance(inputs, dict):
         raise UsageError(f"inputs file {args.inputs} must hold a JSON object of field: value")
+    files, inputs = upload_files(args.upload or [], inputs)
     script = Script.load(args.llm_script) if args.llm_script else None
     models = ModelFactory(script=script, config_path=args.models)
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
     mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
     try:
-        return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp))
+        return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp, files))
     finally:
         from runtime.tracing import flush
         flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
+
+
+def upload_files(specs: list[str], inputs: dict | None) -> tuple[list | None, dict | None]:
+    """`--file PATH` and `--file FIELD=PATH`: each file goes into the local file store (runtime.files);
+    plain ones become the request's files (sys.files), named ones a Begin file field's value."""
+    if not specs:
+        return None, inputs
+    from runtime.files import FileStoreError, default_store
+    store = default_store()
+    files: list = []
+    fields: dict[str, list] = {}
+    for spec in specs:
+        field, sep, path = spec.partition("=")
+        if not sep or os.path.exists(spec):
+            field, path = "", spec
+        try:
+            entry = store.put(os.path.basename(path), Path(path).read_bytes())
+        except OSError as e:
+            raise UsageError(f"cannot read {path}: {e.strerror}")
+        except FileStoreError as e:
+            raise UsageError(str(e))
+        if field:
+            fields.setdefault(field, []).append(entry)
+        else:
+            files.append(entry)
+    if fields:
+        inputs = dict(inputs or {})
+        for field, entries in fields.items():
+            inputs[field] = {"type": "file", "value": entries}
+    return files or None, inputs
 
 
 def load_mcp_config(path: str):
@@ -133,7 +164,7 @@ def load_mcp_config(path: str):
         raise UsageError(str(e))
 
 
-async def _run(compiled, models, script, session, args, inputs, printer, mcp=None) -> int:
+async def _run(compiled, models, script, session, args, inputs, printer, mcp=None, files=None) -> int:
     from runtime.checkpoint import open_checkpointer
     from runtime.session import Runner, TurnFailed, TurnRequest
 
@@ -147,7 +178,8 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
         try:
-            async for event in runner.run_turn(session, TurnRequest(query=args.query or "", inputs=inputs)):
+            request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
+            async for event in runner.run_turn(session, request):
                 printer.event(event)
         except TurnFailed:          # closed by the Runner; the outcome says why
             pass
@@ -217,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--query", default="", help="the user's message for this turn (sys.query)")
     r.add_argument("--inputs", help="JSON file with the request's inputs (Begin form or a pending UserFillUp)")
     r.add_argument("--session", help="conversation id; reuse it to continue a conversation")
+    r.add_argument("--file", dest="upload", action="append", metavar="[FIELD=]PATH",
+                   help="upload a file for this turn: PATH goes to sys.files, FIELD=PATH to the Begin file field "
+                        "FIELD (repeatable); stored in $CANVAS2GRAPH_FILES_DIR, default ~/.canvas2graph/files")
     add_db(r, "sessions database: a SQLite file or a postgresql:// URL")
     r.add_argument("--llm-script", help="JSON script of model replies; replaces every model (offline runs)")
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
@@ -263,6 +298,8 @@ def parser() -> argparse.ArgumentParser:
     add_mcp_config(s)
     s.add_argument("--allow-local-code", action="store_true",
                    help="let CodeExec run scripts on this machine, in the bubblewrap sandbox (refused unless set)")
+    s.add_argument("--allow-browser", action="store_true",
+                   help="let the Browser component drive Chromium on this machine (refused unless set)")
     s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "

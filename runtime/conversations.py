@@ -167,6 +167,8 @@ class Conversations:
         compiled = compile_dsl(session.dsl_text or session.dsl)
         models, script = self.models()
         services = self.services(compiled) if callable(self.services) else self.services
+        # the tenant scopes what the run may read on its behalf (uploaded files: runtime.files)
+        services = {**services, "tenant": session.tenant}
         runner = Runner(compiled, self.store.checkpointer, models, script, services=services,
                         name=await self._trace_name(session), tenant=session.tenant)
         runner.preflight()

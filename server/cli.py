@@ -24,7 +24,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.busy_wait < 0:
         raise UsageError("--busy-wait must be zero or more seconds")
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
-                          allow_local_code=args.allow_local_code, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                          allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
+                          max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
                           default_llm=args.default_llm)
     from runtime.mcp import MCPConfigError

@@ -15,6 +15,7 @@ class ServerConfig:
     llm_script: str | None = None             # testing aid: every model of every turn answers from this script
     models_config: str | None = None          # the models TOML (default $CANVAS2GRAPH_MODELS)
     allow_local_code: bool = False            # CodeExec may run code on this machine only when set
+    allow_browser: bool = False               # the Browser component may drive Chromium only when set
     max_body_bytes: int = DEFAULT_MAX_BODY
     busy_wait: float = 30.0                   # seconds a request waits for its session's running turn to end
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)

@@ -1,5 +1,5 @@
-"""What every run of a server gets in `ctx.extras`: the code-execution policy, the MCP servers, and the
-retrieval backend (opened at the first run that retrieves, as `canvas2graph run` opens it per run)."""
+"""What every run of a server gets in `ctx.extras`: the code-execution and browser policies, the MCP servers,
+and the retrieval backend (opened at the first run that retrieves, as `canvas2graph run` opens it per run)."""
 from __future__ import annotations
 
 import os
@@ -19,7 +19,7 @@ class RunServices:
         code: dict[str, Any] = {"allow_local": config.allow_local_code, "unsafe_local": False}
         if not os.environ.get("CANVAS2GRAPH_ARTIFACT_URL"):
             code["artifact_url"] = ARTIFACT_ROUTE         # answers link artifacts to this server, which serves them
-        self.base: dict[str, Any] = {"code": code}
+        self.base: dict[str, Any] = {"code": code, "browser": {"allow": config.allow_browser}}
         if config.mcp_config:
             from runtime.mcp import MCPServers
             self.base["mcp"] = MCPServers.load(config.mcp_config)       # MCPConfigError names the file and field

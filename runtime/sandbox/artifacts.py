@@ -17,6 +17,14 @@ from runtime.sandbox.types import Artifact
 
 TEXT_PREVIEW_CHARS = 20_000      # what `_ATTACHMENT_CONTENT` keeps of one text artifact
 
+# Documents that components produce (DocGenerator, ExcelProcessor), served beside the sandbox's types.
+DOCUMENT_TYPES = {
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+}
+
 
 STORED_NAME = re.compile(r"^[0-9a-f]{32}(\.[a-z0-9]{1,8})?$")    # what store_artifacts names a file
 
@@ -54,6 +62,11 @@ def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[
         url = policy.artifact_url.rstrip("/") + "/" + storage_name if policy.artifact_url else path.resolve().as_uri()
         stored.append({"name": art.name, "url": url, "mime_type": art.mime_type, "size": art.size, "path": str(path)})
     return stored
+
+
+def store_document(name: str, data: bytes, mime_type: str, policy: CodePolicy) -> dict[str, Any]:
+    """Keep one file a component produced, as CodeExec's artifacts are kept: {name, url, mime_type, size, path}."""
+    return store_artifacts([Artifact(name, mime_type, data)], policy)[0]
 
 
 def attachment_kind(name: str, mime_type: str) -> str:

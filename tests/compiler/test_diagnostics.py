@@ -195,11 +195,24 @@ def test_frontend_operators_without_an_engine_class_are_reported(name):
     assert f"'{name}'" in d.message and "cannot run" in d.message
 
 
-@pytest.mark.parametrize("name", ["Browser", "Jin10", "TokenChunker"])
-def test_ragflow_components_this_version_cannot_run_are_unsupported(name):
+@pytest.mark.parametrize("name", ["File", "Parser", "TokenChunker", "TitleChunker", "Tokenizer", "Extractor"])
+def test_only_ingestion_pipeline_components_are_unsupported_and_they_say_so(name):
     d = only(dsl(**{f"{name}:A": cpn(name)}), "unsupported")
     assert (d.component_id, d.field) == (f"{name}:A", "obj.component_name")
-    assert f"'{name}'" in d.message and "not supported" in d.message
+    assert f"'{name}'" in d.message and "ingestion pipeline" in d.message and "agent canvases only" in d.message
+
+
+def test_every_ragflow_agent_component_is_supported():
+    from nodes.registry import KNOWN_ELSEWHERE, lookup
+    agent_components = ["Begin", "Message", "LLM", "Agent", "Categorize", "Switch", "Iteration", "IterationItem", "Loop",
+                        "LoopItem", "ExitLoop", "UserFillUp", "VariableAssigner", "VariableAggregator",
+                        "StringTransform", "ListOperations", "DataOperations", "Invoke", "DocGenerator",
+                        "ExcelProcessor", "Browser", "Retrieval", "TavilySearch", "TavilyExtract", "Google",
+                        "GoogleScholar", "DuckDuckGo", "Wikipedia", "SearXNG", "Crawler", "ArXiv", "PubMed", "GitHub",
+                        "YahooFinance", "DeepL", "QWeather", "CodeExec", "ExeSQL", "Email", "AkShare", "WenCai",
+                        "TuShare", "Jin10", "KeenableSearch", "QueritSearch", "QueritContents", "BGPT"]
+    assert [n for n in agent_components if lookup(n) is None] == []
+    assert not KNOWN_ELSEWHERE & set(agent_components)
 
 
 def test_an_agent_tool_without_an_engine_class_is_reported_on_its_tool_entry():
@@ -484,8 +497,8 @@ def test_branch_targets_are_reachable_through_the_branch_not_downstream():
 
 
 def test_successors_of_an_unsupported_component_are_not_reported_unreachable():
-    doc = dsl(**{"Browser:A": cpn("Browser", {"max_steps": 3}, ["Message:Out"]), "Message:Out": MSG})
-    assert [(d.code, d.component_id) for d in diagnostics(doc)] == [("unsupported", "Browser:A")]
+    doc = dsl(**{"Parser:A": cpn("Parser", {}, ["Message:Out"]), "Message:Out": MSG})
+    assert [(d.code, d.component_id) for d in diagnostics(doc)] == [("unsupported", "Parser:A")]
 
 
 def test_a_downstream_cycle_is_an_error_naming_its_members():
@@ -502,7 +515,7 @@ def test_a_self_loop_is_a_cycle():
 
 
 def test_a_cycle_through_an_unsupported_component_is_still_found():
-    doc = dsl(**{"Browser:A": cpn("Browser", {}, ["Message:B"]), "Message:B": cpn("Message", {"content": ["b"]}, ["Browser:A"])})
+    doc = dsl(**{"Parser:A": cpn("Parser", {}, ["Message:B"]), "Message:B": cpn("Message", {"content": ["b"]}, ["Parser:A"])})
     assert codes(doc) == {"unsupported", "cycle"}
 
 

@@ -79,3 +79,36 @@ def test_a_codeexec_component_runs_alone_with_the_given_arguments(api):
                                            "outputs": {"result": {"type": "string", "value": ""}}})}})
     data = api.ok("POST", f"/agents/{agent_id}/components/CodeExec:Twice/debug", {"params": {"text": {"value": "ab"}}})
     assert data["result"] == "abab" and data["_ERROR"] == ""
+
+
+DOC_DSL = {"components": {
+    "begin": cpn("Begin", {}, ["DocGenerator:D"]),
+    "DocGenerator:D": cpn("DocGenerator", {"output_format": "pdf", "content": "# Minutes\n\n{sys.query}",
+                                           "filename": "minutes"}, ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["Your document: {DocGenerator:D@download}"]}),
+}}
+
+
+def test_a_generated_document_is_offered_as_a_download_this_server_serves(api):
+    agent_id = api.agent(DOC_DSL)
+    data = api.ok("POST", "/agents/chat/completions", {"agent_id": agent_id, "query": "We agreed."})["data"]
+    [offered] = data["outputs"]["downloads"]          # the reply carries the last workflow event, as RAGFlow
+    assert (offered["filename"], offered["mime_type"]) == ("minutes.pdf", "application/pdf")
+    assert offered["preview_url"] == f"/api/v1/documents/artifact/{offered['doc_id']}.pdf"
+    pdf = httpx.get(api.server.url + offered["preview_url"])
+    assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+    assert pdf.content.startswith(b"%PDF") and len(pdf.content) == offered["size"]
+
+
+def test_the_server_refuses_the_browser_unless_allowed(api, tmp_path):
+    from server.config import ServerConfig
+    from server.services import RunServices
+    assert RunServices(ServerConfig(db=str(tmp_path / "a.db"))).base["browser"] == {"allow": False}
+    assert RunServices(ServerConfig(db=str(tmp_path / "b.db"), allow_browser=True)).base["browser"] == {"allow": True}
+    dsl = {"components": {"begin": cpn("Begin", {}, ["Browser:B"]),
+                          "Browser:B": cpn("Browser", {"llm_id": "m@OpenAI"}, ["Message:M"]),
+                          "Message:M": cpn("Message", {"content": ["{Browser:B@content}"]})}}
+    agent_id = api.agent(dsl)
+    events = api.ok("POST", "/agents/chat/completions", {"agent_id": agent_id, "query": "open a page",
+                                                         "return_trace": True})["data"]
+    assert "switched off here" in str(events)

@@ -208,3 +208,43 @@ def tool_messages() -> list[str]:
             if m.type == "tool" and m.content not in seen:
                 seen.append(m.content)
     return seen
+
+
+def route_requests_to(monkeypatch, fake: FakeService, *hosts: str) -> None:
+    """Send a library's HTTP calls for `hosts` to the fake service instead. AkShare and pywencai are
+    libraries with their hosts written in; their HTTP layers (requests' adapter, curl_cffi's session)
+    are moved to 127.0.0.1, and everything above them runs as it is."""
+    import requests.adapters
+
+    def moved(url: str) -> str | None:
+        parts = urlsplit(url)
+        if parts.hostname not in hosts:
+            return None
+        return f"{fake.url}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+    send = requests.adapters.HTTPAdapter.send
+
+    def routed_send(adapter, request, *args, **kwargs):
+        target = moved(request.url)
+        if target:
+            request.url = target
+            for name in ("host", "Host"):
+                request.headers.pop(name, None)
+        return send(adapter, request, *args, **kwargs)
+
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", routed_send)
+    try:
+        from curl_cffi.requests import Session
+    except ImportError:
+        return
+    curl_request = Session.request
+
+    def routed_request(session, method, url, *args, **kwargs):
+        target = moved(url)
+        if target:
+            headers = {k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() != "host"}
+            kwargs["headers"] = headers
+            url = target
+        return curl_request(session, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "request", routed_request)
