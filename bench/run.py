@@ -43,6 +43,7 @@ if __package__ in (None, ""):          # `python bench/run.py`: make the reposit
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 import compiler  # noqa: E402
+import compiler.canvas  # noqa: E402
 from bench import dsls, handwritten  # noqa: E402
 from compiler import compile_dsl  # noqa: E402
 from runtime.checkpoint import open_checkpointer  # noqa: E402
@@ -199,7 +200,7 @@ def compile_breakdown(n: int, reps: int) -> dict[str, float]:
     for _ in range(reps):
         dsl = dsls.message_chain(n, salt=fresh_id("b"))
         t = [time.perf_counter()]
-        compiler._digest(dsl); t.append(time.perf_counter())
+        compiler.canvas._digest(dsl); t.append(time.perf_counter())
         loaded = load_dsl(dsl); t.append(time.perf_counter())
         out = Collector()
         plan = make_plan(loaded, out); t.append(time.perf_counter())
