@@ -2,17 +2,16 @@
 
 The node computes its tips, then calls LangGraph's `interrupt()` with the form. The turn ends
 with a `user_inputs` event; the next request on the session resumes here with `Command(resume=
-resume_value(inputs))`, and LangGraph re-runs this node from the top, so nothing before the pause runs twice.
+{field: value})` (the Runner sends `resume_value(inputs, query)`), and LangGraph re-runs this node from
+the top, so nothing before the pause runs twice.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from langgraph.types import interrupt
-
 from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, field_value, form_answer
+from nodes.begin import BeginParams, ask, field_value
 from nodes.registry import register
 from runtime.values import render
 
@@ -65,7 +64,8 @@ class UserFillUp(Node):
         form = self.params.form()
         answer: dict[str, Any] = {}
         if form:
-            answer = form_answer(interrupt({"component_id": self.id, "inputs": pending_form(form), "tips": tips}))
+            answer, resumed = ask({"component_id": self.id, "inputs": pending_form(form), "tips": tips}, state)
+            writes = {**writes, **resumed}
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
         outputs = ({"tips": tips} if self.params.enable_tips else {}) | values
         return Result(outputs=outputs, inputs=values, writes=writes)

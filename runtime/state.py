@@ -8,10 +8,20 @@ history, the request of the current turn and the last component that ran.
 
 Nodes address other components' outputs in `Result.writes` with `channel(component_id)` keys;
 `Node.__call__` folds them into the `outputs` update.
+
+The graph's public face (what `invoke`, LangGraph Server and Studio show) is smaller than its state:
+`CanvasInput` (a turn's request: `query`, `inputs`, `files`, `user_id`) and `CanvasOutput` (the
+`answer` and every component's `outputs`). The request's keys are ephemeral channels: they hold a
+request only until the step that reads it (Begin's, which starts the turn) has run, so a turn never
+sees the request of an earlier one.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, TypedDict
+from typing import Annotated, Any, Mapping
+
+from typing_extensions import TypedDict   # pydantic (LangGraph Server, Studio) reads its JSON schema
+
+from langgraph.channels import EphemeralValue
 
 OUTPUTS = "outputs"
 LOOPS = "loops"
@@ -20,6 +30,36 @@ HISTORY = "history"
 REQUEST = "request"
 LAST = "last"
 REFERENCE = "reference"
+ANSWER = "answer"
+
+# the request of a turn (CanvasInput), read by the step that starts the turn
+QUERY = "query"
+INPUTS = "inputs"
+FILES = "files"
+USER_ID = "user_id"
+REQUEST_KEYS = (QUERY, INPUTS, FILES, USER_ID)
+
+
+class CanvasInput(TypedDict, total=False):
+    """What starts a turn: `graph.invoke({"query": "..."}, config)`.
+
+    - `query`: the user's message (`sys.query`); an empty query keeps the previous one, as RAGFlow does;
+    - `inputs`: values for the Begin form, `{field: value}` or RAGFlow's `{field: {"type", "value"}}`;
+    - `files`: `sys.files`;
+    - `user_id`: `sys.user_id`.
+    """
+
+    query: str
+    inputs: dict[str, Any]
+    files: list
+    user_id: str
+
+
+class CanvasOutput(TypedDict, total=False):
+    """What a turn returns: the text of the answer and every component's outputs, by component id."""
+
+    answer: str
+    outputs: dict[str, dict[str, Any]]
 
 
 OUT_PREFIX = "out:"
@@ -72,6 +112,8 @@ def take_last(old: Any, new: Any) -> Any:
 
 
 def build_state_schema(name: str = "CanvasState") -> type:
+    request = {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
+               ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {
         OUTPUTS: Annotated[dict, merge_outputs],
         # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
@@ -82,5 +124,7 @@ def build_state_schema(name: str = "CanvasState") -> type:
         REQUEST: Annotated[dict, take_last],
         LAST: Annotated[dict, take_last],     # {"component_id", "inputs"} of the last node to finish
         REFERENCE: Annotated[dict, merge_reference],
+        ANSWER: Annotated[str, take_last],       # the text of the turn's answer ("" until it ends)
+        **request,
     }
     return TypedDict(name, fields, total=False)  # type: ignore[operator]
