@@ -102,6 +102,17 @@ def _after_start(start: dict, update: dict) -> dict:
     return merged
 
 
+def _destinations(edges: list, names: dict[str, str], inline: bool) -> dict[str, str]:
+    """Where a router may go, with its branch labels: LangGraph draws a `Command` node's edges
+    (`get_graph()`, Studio) from these; running does not need them."""
+    out: dict[str, str] = {}
+    for e in edges:
+        target = END if e.target == PLAN_FINISH and inline else names[e.target]
+        labels = [x for x in (out.get(target, "").split(" / ") + [e.label]) if x]
+        out[target] = " / ".join(dict.fromkeys(labels))
+    return out
+
+
 def _dual(name: str, afn) -> RunnableCallable:
     """The node as LangGraph runs it: `afn` under ainvoke/astream, its twin under invoke/stream."""
     return RunnableCallable(sync_twin(afn), afn, name=name, trace=False)
@@ -166,6 +177,7 @@ def build_graph(plan: Plan) -> StateGraph:
         handler = error_handler_for(node, plan, names, inline_finish=inline)
         graph.add_node(names[cid], _dual(names[cid], call),
                        defer=joins,
+                       destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
                        retry_policy=retry_policy_for(node),
                        error_handler=_dual(f"__error_handler__{names[cid]}", handler) if handler else None,
                        metadata={"component_id": cid, "component_type": node.component_type,

@@ -12,6 +12,7 @@ the same settings:
 | CANVAS2GRAPH_RETRIEVAL      | the retrieval backend URL (default: `retrieval.db` beside CANVAS2GRAPH_DB) |
 | CANVAS2GRAPH_DB             | the sessions database, which places the default retrieval store        |
 | CANVAS2GRAPH_ALLOW_LOCAL_CODE and the other CANVAS2GRAPH_CODE_* / SANDBOX_* variables | CodeExec's policy (`runtime.sandbox.policy`) |
+| CANVAS2GRAPH_ALLOW_BROWSER and the other CANVAS2GRAPH_BROWSER_* variables | the Browser's policy (`nodes.browser.policy`) |
 
 (`CANVAS2GRAPH_DEFAULT_LLM` acts when a DSL is compiled, not when it runs.)
 
@@ -43,6 +44,7 @@ RETRIEVAL_ENV = "CANVAS2GRAPH_RETRIEVAL"
 DB_ENV = "CANVAS2GRAPH_DB"
 DEFAULT_LLM_ENV = "CANVAS2GRAPH_DEFAULT_LLM"
 ALLOW_LOCAL_CODE_ENV = "CANVAS2GRAPH_ALLOW_LOCAL_CODE"
+ALLOW_BROWSER_ENV = "CANVAS2GRAPH_ALLOW_BROWSER"
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")
 
 
@@ -61,16 +63,20 @@ class RunSettings:
     retrieval: str | None = None            # backend URL (None: $CANVAS2GRAPH_RETRIEVAL, else beside `db`)
     db: str | None = None                   # the sessions database (where the default retrieval store lives)
     code: Mapping[str, Any] = field(default_factory=dict)   # CodePolicy fields over the environment's
+    browser: Mapping[str, Any] = field(default_factory=dict)    # BrowserPolicy fields over the environment's
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "RunSettings":
         """The settings of a server (`serve`, LangGraph Server): CodeExec runs code on this machine
-        only when CANVAS2GRAPH_ALLOW_LOCAL_CODE says so, as `serve` needs `--allow-local-code`."""
+        only when CANVAS2GRAPH_ALLOW_LOCAL_CODE says so, as `serve` needs `--allow-local-code`, and the
+        Browser drives Chromium only when CANVAS2GRAPH_ALLOW_BROWSER does (`serve --allow-browser`)."""
         environ = os.environ if environ is None else environ
-        code = {} if _env(environ, ALLOW_LOCAL_CODE_ENV) else {"allow_local": False}
+        browser = {} if _env(environ, ALLOW_BROWSER_ENV) else {"allow": False}
+        # never without the sandbox: that opt-in is `canvas2graph run --unsafe-local-code`'s alone
+        code = {"unsafe_local": False} if _env(environ, ALLOW_LOCAL_CODE_ENV) else {"allow_local": False, "unsafe_local": False}
         return cls(llm_script=_env(environ, SCRIPT_ENV), models_config=_env(environ, MODELS_ENV),
                    mcp_config=_env(environ, MCP_ENV), retrieval=_env(environ, RETRIEVAL_ENV),
-                   db=_env(environ, DB_ENV) or DEFAULT_DB, code=code)
+                   db=_env(environ, DB_ENV) or DEFAULT_DB, code=code, browser=browser)
 
 
 class ModelSource:
@@ -119,6 +125,8 @@ class RunEnvironment:
         self.settings = settings or RunSettings.from_env()
         self.models = ModelSource(self.settings.llm_script, self.settings.models_config)
         base: dict[str, Any] = {"code": dict(self.settings.code)}
+        if self.settings.browser:
+            base["browser"] = dict(self.settings.browser)
         if self.settings.mcp_config:
             from runtime.mcp import MCPServers
             base["mcp"] = MCPServers.load(self.settings.mcp_config)    # MCPConfigError names the file and field
@@ -138,6 +146,10 @@ class RunEnvironment:
             if self._retrieval is None:
                 from runtime.retrieval import open_backend
                 self._retrieval = open_backend(self.settings.retrieval, session_db=self.settings.db)
+                try:
+                    self._retrieval.warm()      # the tokenizer loads (about a second) while the run starts
+                except RuntimeError:            # no running event loop: the first retrieval loads it
+                    pass
         return {**self.base, "retrieval": self._retrieval}
 
     def context(self, session_id: str = "", components: Mapping[str, Any] | None = None) -> RunContext:
