@@ -26,6 +26,7 @@ services but no models, say) the same way.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import copy
 import json
@@ -138,18 +139,20 @@ class RunEnvironment:
 
     def services(self, components: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The services for a run of a canvas with these components (a DSL's or a plan's entries):
-        the retrieval backend, opened once, only for canvases that retrieve."""
+        the retrieval backend, opened once, only for canvases that retrieve (not without components)."""
         from runtime.retrieval.service import uses_retrieval
-        if "retrieval" in self.base or (components is not None and not uses_retrieval(components)):
+        if "retrieval" in self.base or components is None or not uses_retrieval(components):
             return self.base
         with self._lock:
             if self._retrieval is None:
                 from runtime.retrieval import open_backend
                 self._retrieval = open_backend(self.settings.retrieval, session_db=self.settings.db)
                 try:
-                    self._retrieval.warm()      # the tokenizer loads (about a second) while the run starts
-                except RuntimeError:            # no running event loop: the first retrieval loads it
+                    asyncio.get_running_loop()
+                except RuntimeError:            # no event loop here: the first retrieval loads the tokenizer
                     pass
+                else:
+                    self._retrieval.warm()      # the tokenizer loads (about a second) while the run starts
         return {**self.base, "retrieval": self._retrieval}
 
     def context(self, session_id: str = "", components: Mapping[str, Any] | None = None) -> RunContext:
