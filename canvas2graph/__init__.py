@@ -10,8 +10,9 @@
 - The graph's input is `CanvasInput` (`query`, `inputs`, `files`, `user_id`), its output `CanvasOutput`
   (`answer`, `outputs`); a turn on a thread continues its conversation; a paused form resumes with
   `Command(resume={field: value})`.
-- `RunContext(models=..., script=..., services=...)` is the run's `context=`; without one, the
-  environment configures the run as it configures `canvas2graph serve` (`runtime.environment`).
+- `RunContext(models=..., script=..., services=...)` is the run's `context=` (`ModelFactory` resolves
+  `llm_id`s, `Script` answers offline); without one, the environment configures the run as it
+  configures `canvas2graph serve` (`RunEnvironment`, `RunSettings`).
 - `ragflow_events(graph, input, config, context=...)`: RAGFlow's events from the graph's own stream,
   as `canvas2graph run --format jsonl` prints them.
 - `diagnose(source)`: every problem of a DSL without raising; `CompileError` carries them as `Diagnostic`s.
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from compiler.canvas import CompiledCanvas, compile_dsl, diagnose
     from runtime.environment import RunEnvironment, RunSettings
     from runtime.events import EventAdapter, TurnEvents, ragflow_events
+    from runtime.models import ModelFactory
+    from runtime.scripted import Script
     from runtime.state import CanvasInput, CanvasOutput
 
 _EXPORTS = {
@@ -41,6 +44,8 @@ _EXPORTS = {
     "EventAdapter": "runtime.events",
     "CanvasInput": "runtime.state",
     "CanvasOutput": "runtime.state",
+    "ModelFactory": "runtime.models",
+    "Script": "runtime.scripted",
     "RunEnvironment": "runtime.environment",
     "RunSettings": "runtime.environment",
     "compile_dsl": "compiler.canvas",
@@ -61,7 +66,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted(_EXPORTS)
 
 
 __all__ = list(_EXPORTS)

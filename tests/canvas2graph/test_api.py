@@ -90,13 +90,16 @@ def test_invoke_on_a_thread_continues_the_conversation(durable_url):
         graph = canvas2graph.compile(CHAT_DSL, checkpointer=saver)
         first = graph.invoke({"query": "Capital of France?"}, config, context=scripted())
         second = graph.invoke({"query": "And of Italy?", "user_id": "u1"}, config, context=scripted())
+        streamed = [part["content"] for part in graph.stream({"query": "And Spain?"}, config, context=scripted(),
+                                                             stream_mode="custom") if part.get("event") == "message"]
         state = graph.get_state(config).values
     assert first == {"answer": chat_answer(1), "outputs": first["outputs"]}
     assert first["outputs"]["Message:M"]["content"] == chat_answer(1)
     assert second["answer"] == chat_answer(2)                   # sys.conversation_turns counted on
-    assert [role for role, _ in state["history"]] == ["user", "assistant", "user", "assistant"]
+    assert "".join(streamed) == chat_answer(3)                   # LangGraph's sync stream, tokens included
+    assert [role for role, _ in state["history"]] == ["user", "assistant"] * 3
     assert state["history"][2] == ["user", "And of Italy?"]
-    assert state["globals"]["sys.conversation_turns"] == 2
+    assert state["globals"]["sys.conversation_turns"] == 3
     assert state["globals"]["sys.user_id"] == "u1"
     assert state["request"]["open"] is False
     assert "query" not in state             # the request is read once, by the turn it started
