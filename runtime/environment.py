@@ -234,8 +234,12 @@ def resolve_context(runtime: Any, components: Mapping[str, Any] | None = None) -
         if isinstance(given, RunContext):
             if given.script is not None:
                 from runtime.models import ModelFactory
-                made = replace(made, models=ModelFactory(script=given.script, config_path=env.settings.models_config),
-                               script=given.script)
+                from runtime.scripted import Script
+                # a Script, or its JSON as a LangGraph Server client sends it (loaded afresh for each run)
+                script = Script.load(copy.deepcopy(given.script) if isinstance(given.script, (dict, list))
+                                     else given.script)
+                made = replace(made, models=ModelFactory(script=script, config_path=env.settings.models_config),
+                               script=script)
             made = replace(made, session_id=given.session_id or made.session_id,
                            services={**made.services, **given.services}, cancel_requested=given.cancel_requested)
         return made

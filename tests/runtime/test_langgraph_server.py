@@ -211,3 +211,18 @@ async def test_the_history_lists_every_step_and_a_run_forks_from_an_earlier_chec
     # the first run's steps are still there, beside the fork's
     ids = {h["checkpoint"]["checkpoint_id"] for h in await served.threads.get_history(thread, limit=50)}
     assert {h["checkpoint"]["checkpoint_id"] for h in history} < ids
+
+
+async def test_studio_sees_the_canvas_its_schemas_and_a_context_sent_as_json(served):
+    assistant = next(a for a in await served.assistants.search(graph_id="chat"))
+    drawn = await served.assistants.get_graph(assistant["assistant_id"])
+    assert {n["id"] for n in drawn["nodes"]} >= {"begin", "LLM.A", "Message.M"}
+    assert {(e["source"], e["target"]) for e in drawn["edges"]} >= {("begin", "LLM.A"), ("LLM.A", "Message.M")}
+    schemas = await served.assistants.get_schemas(assistant["assistant_id"])
+    assert set(schemas["input_schema"]["properties"]) == {"query", "inputs", "files", "user_id"}
+    assert set(schemas["output_schema"]["properties"]) == {"answer", "outputs"}
+    assert set(schemas["context_schema"]["properties"]) == {"script", "session_id", "services"}
+    thread = (await served.threads.create())["thread_id"]
+    done = await served.runs.wait(thread, "chat", input={"query": "hi"},
+                                  context={"script": {"by_component": {"LLM:A": ["From the context."]}}})
+    assert done["answer"] == "Turn1:From the context."
