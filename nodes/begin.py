@@ -81,16 +81,40 @@ def read_answer(value: Any) -> tuple[dict[str, Any], Any]:
     return (dict(value) if isinstance(value, dict) else {}), ""
 
 
+def missing_fields(form: dict[str, dict], given: Mapping[str, Any]) -> list[str]:
+    """Required fields a request did not fill (RAGFlow's _is_input_field_satisfied)."""
+    missing = []
+    for key, field in form.items():
+        value = field_value(given.get(key), field) if key in given else None
+        if "file" in str(field.get("type", "")):
+            if not field.get("optional") and value in (None, [], ""):
+                missing.append(key)
+        elif value is None and not field.get("optional"):
+            missing.append(key)
+    return missing
+
+
 def ask(form: dict[str, Any], state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pause the turn on `form` ({component_id, inputs, tips}) until a request answers it.
 
-    Returns the answers and the writes that count the answering request as a turn of the
+    Returns the answers and the writes that count each answering request as a turn of the
     conversation (SPEC 5.1): it happens here, in the resumed step, so a plain LangGraph
-    `Command(resume=...)` keeps the conversation as canvas2graph's Runner does.
+    `Command(resume=...)` keeps the conversation as canvas2graph's Runner does. An answer that leaves
+    required fields empty is asked again for those fields (the Runner refuses such a request before
+    resuming, as RAGFlow's server does; LangGraph's own calls get the form again).
     """
     from langgraph.types import interrupt
-    answer, query = read_answer(interrupt(form))
-    return answer, resume_update(state, query=query, inputs=answer)
+    fields = form.get("inputs") or {}
+    answer: dict[str, Any] = {}
+    writes: dict[str, Any] = {}
+    while True:
+        given, query = read_answer(interrupt(form))
+        answer.update(given)
+        writes = resume_update({**state, **writes}, query=query, inputs=given)
+        missing = missing_fields(fields, answer)
+        if not missing:
+            return answer, writes
+        form = {**form, "inputs": {k: fields[k] for k in missing}}
 
 
 def _outputs_of(params: BeginParams) -> set[str] | None:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, ask, field_value
+from nodes.begin import BeginParams, ask, field_value, missing_fields  # noqa: F401 (missing_fields: the Runner's)
 from nodes.registry import register
 from runtime.values import render
 
@@ -33,19 +33,6 @@ def tips_text(value: Any) -> str:
 
 def pending_form(form: dict[str, dict]) -> dict[str, dict]:
     return {key: {**field, "value": None} for key, field in form.items()}
-
-
-def missing_fields(form: dict[str, dict], given: dict[str, Any]) -> list[str]:
-    """Required fields the request did not fill (RAGFlow's _is_input_field_satisfied)."""
-    missing = []
-    for key, field in form.items():
-        value = field_value(given.get(key), field) if key in given else None
-        if "file" in str(field.get("type", "")):
-            if not field.get("optional") and value in (None, [], ""):
-                missing.append(key)
-        elif value is None and not field.get("optional"):
-            missing.append(key)
-    return missing
 
 
 @register("UserFillUp", UserFillUpParams, outputs=lambda p: {"tips"} | set(p.form()))

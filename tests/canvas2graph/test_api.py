@@ -142,6 +142,20 @@ async def test_a_paused_user_fill_up_resumes_with_command_resume(durable_url):
     assert state["globals"]["sys.conversation_turns"] == 2
 
 
+def test_an_answer_without_the_required_fields_is_asked_again_for_them(durable_url):
+    config = thread(new_session())
+    with sync_saver(durable_url) as saver:
+        graph = canvas2graph.compile(FEEDBACK_DSL, checkpointer=saver)
+        graph.invoke({"query": "coffee"}, config, context=scripted())
+        again = graph.invoke(Command(resume={"note": "later"}), config, context=scripted())
+        done = graph.invoke(Command(resume={"feedback": "bolder"}), config, context=scripted())
+        state = graph.get_state(config).values
+    assert again["__interrupt__"][0].value == {"component_id": "UserFillUp:Ask", "inputs": FORM, "tips": TIPS}
+    assert done["answer"] == FINAL
+    assert done["outputs"]["UserFillUp:Ask"]["feedback"] == "bolder" and done["outputs"]["UserFillUp:Ask"]["note"] == "later"
+    assert state["globals"]["sys.conversation_turns"] == 3           # each answering request counts
+
+
 def test_a_paused_begin_form_resumes_with_command_resume_and_the_query_can_come_with_it(durable_url):
     with sync_saver(durable_url) as saver:
         graph = canvas2graph.compile(BEGIN_FORM_DSL, checkpointer=saver)
