@@ -23,7 +23,7 @@ from langgraph.types import Command
 from canvas2graph.types import RunContext
 from compiler import CompiledCanvas
 from nodes.begin import resume_value
-from nodes.fillup import missing_fields
+from nodes.begin import missing_fields
 from runtime.events import FINISH, STREAM_MODES, TurnEvents
 from runtime.state import GLOBALS, HISTORY, REQUEST
 from runtime.tracing import trace_config
