@@ -29,9 +29,12 @@ def test_the_settings_come_from_the_variables_serve_reads(tmp_path):
         "s.json", "m.toml", "mcp.json", "sqlite:///kb.db", "/data/sessions.db")
 
 
-def test_a_server_s_runs_refuse_local_code_unless_the_environment_allows_it():
-    assert RunEnvironment(RunSettings.from_env({})).code_policy.allow_local is False
-    assert RunEnvironment(RunSettings.from_env({"CANVAS2GRAPH_ALLOW_LOCAL_CODE": "1"})).code_policy.allow_local is True
+def test_a_server_s_runs_refuse_local_code_and_the_browser_unless_the_environment_allows_them():
+    closed = RunEnvironment(RunSettings.from_env({}))
+    assert closed.code_policy.allow_local is False and closed.base["browser"] == {"allow": False}
+    opened = RunEnvironment(RunSettings.from_env({"CANVAS2GRAPH_ALLOW_LOCAL_CODE": "1", "CANVAS2GRAPH_ALLOW_BROWSER": "1"}))
+    assert opened.code_policy.allow_local is True and "browser" not in opened.base    # the environment decides
+    assert opened.code_policy.unsafe_local is False                  # never without the sandbox on a server
     assert RunEnvironment(RunSettings()).code_policy.allow_local is True          # the command line's default
 
 
