@@ -31,13 +31,13 @@ from typing import Any, Callable
 
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Overwrite
+from langgraph.types import Command
 
 from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from nodes.errors import error_handler_for, retry_policy_for
 from runtime.bridge import sync_twin
 from runtime.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
-                           merge_outputs, merge_reference)
+                           merge_outputs, merge_reference, overwrite)
 from runtime.turn import finish_after, finish_turn, start_turn
 
 FINISH = "__canvas_finish__"
@@ -96,7 +96,7 @@ def _after_start(start: dict, update: dict) -> dict:
     merged = {**start, **update}
     for key, reduce in _RESET.items():
         if key in update:                   # written afresh, not merged into the last turn's values
-            merged[key] = Overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
+            merged[key] = overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
     if GLOBALS in update:
         merged[GLOBALS] = {**start[GLOBALS], **(update[GLOBALS] or {})}
     return merged
@@ -146,6 +146,7 @@ def build_graph(plan: Plan) -> StateGraph:
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
                        output_schema=CanvasOutput)
+    view = build_state_schema("ComponentState", components_view=True)     # what components read
     inline = one_at_a_time(plan)
     names = {**plan.node_names, PLAN_FINISH: FINISH}
     indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
@@ -176,6 +177,7 @@ def build_graph(plan: Plan) -> StateGraph:
             call = partial(_begin, call, initial_globals=plan.dsl.initial_globals())
         handler = error_handler_for(node, plan, names, inline_finish=inline)
         graph.add_node(names[cid], _dual(names[cid], call),
+                       input_schema=None if cid == "begin" else view,
                        defer=joins,
                        destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
                        retry_policy=retry_policy_for(node),
@@ -183,7 +185,7 @@ def build_graph(plan: Plan) -> StateGraph:
                        metadata={"component_id": cid, "component_type": node.component_type,
                                  "component_name": node.display_name})
     # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
-    graph.add_node(FINISH, _dual(FINISH, _finish), defer=True)
+    graph.add_node(FINISH, _dual(FINISH, _finish), input_schema=view, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
     for e in plan.edges:

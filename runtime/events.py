@@ -21,9 +21,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator, Iterable
 
-from langgraph.types import Overwrite
-
-from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST
+from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
@@ -38,9 +36,8 @@ def _pending(outputs: dict) -> bool:
 
 
 def written(result: dict, key: str) -> Any:
-    """What a task wrote to a channel; Begin's step, which starts the turn, writes some as `Overwrite`."""
-    value = result.get(key)
-    return value.value if isinstance(value, Overwrite) else value
+    """What a task wrote to a channel; Begin's step, which starts the turn, overwrites some."""
+    return overwritten(result.get(key))
 
 
 class EventAdapter:

@@ -111,9 +111,28 @@ def take_last(old: Any, new: Any) -> Any:
     return new
 
 
-def build_state_schema(name: str = "CanvasState") -> type:
-    request = {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
-               ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
+OVERWRITE = "__overwrite__"
+
+
+def overwrite(value: Any) -> dict[str, Any]:
+    """A write that replaces a reduced channel's value instead of merging into it: LangGraph's `Overwrite`
+    in its JSON form, which checkpoints store as a plain dict (the dataclass takes the serializer's slow path)."""
+    return {OVERWRITE: value}
+
+
+def overwritten(value: Any) -> Any:
+    """The value a write sets, whether it overwrites (`overwrite()` or LangGraph's `Overwrite`) or not."""
+    if isinstance(value, dict):
+        return value[OVERWRITE] if len(value) == 1 and OVERWRITE in value else value
+    return getattr(value, "value", value) if type(value).__name__ == "Overwrite" else value
+
+
+def build_state_schema(name: str = "CanvasState", *, components_view: bool = False) -> type:
+    """The graph's state. `components_view`: the part components read, without the request channels
+    and the answer (Begin's step reads the request; nothing reads the answer), which LangGraph then
+    need not look at in every task."""
+    request = {} if components_view else {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
+                                          ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {
         OUTPUTS: Annotated[dict, merge_outputs],
         # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
@@ -124,7 +143,7 @@ def build_state_schema(name: str = "CanvasState") -> type:
         REQUEST: Annotated[dict, take_last],
         LAST: Annotated[dict, take_last],     # {"component_id", "inputs"} of the last node to finish
         REFERENCE: Annotated[dict, merge_reference],
-        ANSWER: Annotated[str, take_last],       # the text of the turn's answer ("" until it ends)
+        **({} if components_view else {ANSWER: Annotated[str, take_last]}),   # the turn's answer ("" until it ends)
         **request,
     }
     return TypedDict(name, fields, total=False)  # type: ignore[operator]
