@@ -128,7 +128,6 @@ def runner_variant(dsl: dict, *, shared_models: bool):
 
 def graph_variant(dsl: dict):
     from canvas2graph.types import RunContext
-    from runtime.turn import prepare_turn
     compiled = compile_dsl(dsl)
     graph = compiled.graph(InMemorySaver())
 
@@ -136,8 +135,7 @@ def graph_variant(dsl: dict):
         script = Script.load(SCRIPT)
         sid = fresh_id()
         ctx = RunContext(models=ModelFactory(script=script), script=script, session_id=sid)
-        update = prepare_turn(None, initial_globals=compiled.plan.dsl.initial_globals(),
-                              component_ids=compiled.component_ids, query=QUERY)
+        update = {"query": QUERY}          # the turn starts inside the graph, in Begin's step
 
         async def run():
             async for _ in graph.astream(update, {"configurable": {"thread_id": sid}}, context=ctx,

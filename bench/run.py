@@ -43,6 +43,7 @@ if __package__ in (None, ""):          # `python bench/run.py`: make the reposit
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 import compiler  # noqa: E402
+import compiler.canvas  # noqa: E402
 from bench import dsls, handwritten  # noqa: E402
 from compiler import compile_dsl  # noqa: E402
 from runtime.checkpoint import open_checkpointer  # noqa: E402
@@ -50,7 +51,6 @@ from canvas2graph.types import RunContext  # noqa: E402
 from runtime.models import ModelFactory  # noqa: E402
 from runtime.scripted import Script  # noqa: E402
 from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
-from runtime.turn import prepare_turn  # noqa: E402
 
 COMPILE_TARGET_S = 1.0        # 1,000-component compile
 RATIO_TARGET = 1.3            # canvas2graph / hand-written, per turn
@@ -199,7 +199,7 @@ def compile_breakdown(n: int, reps: int) -> dict[str, float]:
     for _ in range(reps):
         dsl = dsls.message_chain(n, salt=fresh_id("b"))
         t = [time.perf_counter()]
-        compiler._digest(dsl); t.append(time.perf_counter())
+        compiler.canvas._digest(dsl); t.append(time.perf_counter())
         loaded = load_dsl(dsl); t.append(time.perf_counter())
         out = Collector()
         plan = make_plan(loaded, out); t.append(time.perf_counter())
@@ -286,8 +286,7 @@ async def bench_run_case(case: str, dsl: dict, hand_graph, executed: int, query:
         sid = sessions["graph"].next(fresh_id())
         ctx = RunContext(models=models, script=script, session_id=sid)
         config = {"configurable": {"thread_id": sid}, "recursion_limit": compiled.recursion_limit}
-        update = prepare_turn(None, initial_globals=compiled.plan.dsl.initial_globals(),
-                              component_ids=compiled.component_ids, query=query)
+        update = {"query": query}          # the turn starts inside the graph, in Begin's step
 
         async def run():
             async for _ in lg_graph.astream(update, config, context=ctx, stream_mode=STREAM_MODES, version="v2",

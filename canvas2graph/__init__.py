@@ -1,7 +1,24 @@
 """canvas2graph: RAGFlow agent canvases compiled into LangGraph graphs.
 
-The public names load on first use (PEP 562): importing `canvas2graph.types`, which every layer
-does, costs nothing more than that module.
+    import canvas2graph
+    graph = canvas2graph.compile("agent.json", checkpointer=saver)        # a CompiledStateGraph
+    graph.invoke({"query": "Hi"}, {"configurable": {"thread_id": "t1"}})  # {"answer", "outputs"}
+
+- `compile(source, *, checkpointer=None, default_llm=None, **options)`: a DSL (a path, JSON text or a
+  dict) as a LangGraph `CompiledStateGraph`; `builder(source)` is the uncompiled `StateGraph`, `load(source)`
+  the `CompiledCanvas` (plan, diagnostics).
+- The graph's input is `CanvasInput` (`query`, `inputs`, `files`, `user_id`), its output `CanvasOutput`
+  (`answer`, `outputs`); a turn on a thread continues its conversation; a paused form resumes with
+  `Command(resume={field: value})`.
+- `RunContext(models=..., script=..., services=...)` is the run's `context=` (`ModelFactory` resolves
+  `llm_id`s, `Script` answers offline); without one, the environment configures the run as it
+  configures `canvas2graph serve` (`RunEnvironment`, `RunSettings`).
+- `ragflow_events(graph, input, config, context=...)`: RAGFlow's events from the graph's own stream,
+  as `canvas2graph run --format jsonl` prints them.
+- `diagnose(source)`: every problem of a DSL without raising; `CompileError` carries them as `Diagnostic`s.
+
+The names load on first use (PEP 562): importing `canvas2graph.types`, which every layer does, costs
+nothing more than that module.
 """
 from __future__ import annotations
 
@@ -9,10 +26,28 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from canvas2graph.api import builder, compile, load
     from canvas2graph.types import CompileError, ComponentError, Diagnostic, RunContext
     from compiler.canvas import CompiledCanvas, compile_dsl, diagnose
+    from runtime.environment import RunEnvironment, RunSettings
+    from runtime.events import EventAdapter, TurnEvents, ragflow_events
+    from runtime.models import ModelFactory
+    from runtime.scripted import Script
+    from runtime.state import CanvasInput, CanvasOutput
 
 _EXPORTS = {
+    "compile": "canvas2graph.api",
+    "builder": "canvas2graph.api",
+    "load": "canvas2graph.api",
+    "ragflow_events": "runtime.events",
+    "TurnEvents": "runtime.events",
+    "EventAdapter": "runtime.events",
+    "CanvasInput": "runtime.state",
+    "CanvasOutput": "runtime.state",
+    "ModelFactory": "runtime.models",
+    "Script": "runtime.scripted",
+    "RunEnvironment": "runtime.environment",
+    "RunSettings": "runtime.environment",
     "compile_dsl": "compiler.canvas",
     "diagnose": "compiler.canvas",
     "CompiledCanvas": "compiler.canvas",
@@ -28,6 +63,10 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'canvas2graph' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(_EXPORTS)
 
 
 __all__ = list(_EXPORTS)

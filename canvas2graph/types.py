@@ -77,14 +77,47 @@ class RunContext:
     """What a run hands every node besides the state: models, the script, and services.
 
     It travels as LangGraph's run `context` (the graph's `context_schema`), so one compiled graph
-    serves any configuration.
+    serves any configuration: `graph.ainvoke(request, config, context=RunContext(...))`.
+
+    - `models`: a `runtime.models.ModelFactory` (chat models by `llm_id`);
+    - `script`: a `runtime.scripted.Script` (or its JSON): every model answers from it (offline runs, tests);
+    - `services`: what components reach besides models: `"retrieval"` (a backend), `"mcp"` (the MCP
+      servers), `"code"` (CodeExec's policy, a `runtime.sandbox.CodePolicy` or a dict of its fields),
+      `"allow_private"` (hosts Invoke, ExeSQL and Crawler may reach).
+
+    Whatever is left out comes from the environment, as `canvas2graph serve` reads it
+    (`runtime.environment`): no context at all, as under `langgraph dev`, means all of it. With a
+    script, `models` answer from it.
     """
 
-    models: "ModelFactory"
+    models: "ModelFactory | None" = None
     script: "Script | None" = None
     session_id: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
+    services: dict[str, Any] = field(default_factory=dict)
     cancel_requested: bool = False      # set by Runner.cancel(); nodes check it before they start
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The former name of `services`, which components still read."""
+        return self.services
+
+    # LangGraph Server and Studio read the context's JSON schema, and LangGraph builds a RunContext from
+    # the JSON a client sends: only its JSON-valued fields can come that way.
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+        return core_schema.any_schema()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
+        return {"title": "RunContext", "type": "object", "description": (
+            "The run's models and services; what is left out comes from the server's environment."),
+            "properties": {
+                "script": {"type": ["object", "array"], "description": "every model answers from this script "
+                           "(the JSON of --llm-script), a fresh copy per run"},
+                "session_id": {"type": "string"},
+                "services": {"type": "object", "description": "JSON-valued services: code (CodeExec's policy "
+                             "fields), allow_private"}}}
 
 
 class ComponentError(Exception):

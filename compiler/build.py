@@ -10,12 +10,17 @@
   leaves (also a `Command`); body sinks return to the start item (the cycle);
 - `exception_method` becomes a node error handler, `max_retries` a RetryPolicy, and every node gets
   the component timeout (enforced by `Node.__call__`, bound here);
+- Begin's step also starts the turn (`runtime.turn.start_turn`): it reads the request from the input
+  channels (`CanvasInput`) and what the previous turn left, so `graph.invoke({"query": ...}, config)`
+  on a thread continues its conversation. In Begin's step rather than in a node of its own: a step
+  costs a checkpoint, and the canvas keeps its shape (START -> begin);
 - the end of the turn records the assistant turn (`runtime.turn.finish_turn`). When no component
   can start more than one other (no fan-out, the usual canvas), one component at a time runs, so the
   one that leads to the end records it in its own step (`finish_after`). Otherwise everything that
   ends the turn leads to a finish node, deferred so it waits for the branches still running; a join
   released in the same step runs beside it and then triggers it again, so `finish_turn` lets a later
-  run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream.
+  run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream;
+- every node is async, with a synchronous twin (`runtime.bridge`) for LangGraph's `invoke`/`stream`.
 """
 from __future__ import annotations
 
@@ -24,13 +29,16 @@ from collections import Counter, defaultdict
 from functools import partial
 from typing import Any, Callable
 
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from nodes.errors import error_handler_for, retry_policy_for
-from runtime.state import LOOPS, OUTPUTS, build_state_schema
-from runtime.turn import finish_after, finish_turn
+from runtime.bridge import sync_twin
+from runtime.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
+                           merge_outputs, merge_reference, overwrite)
+from runtime.turn import finish_after, finish_turn, start_turn
 
 FINISH = "__canvas_finish__"
 DEFAULT_TIMEOUT_S = 600.0
@@ -70,6 +78,46 @@ async def _step(node, state: dict, runtime, *, timeout: float | None, names: dic
     return Command(update=update, goto=[names[t] for t in targets])
 
 
+_RESET = {OUTPUTS: merge_outputs, LOOPS: merge_outputs, REFERENCE: merge_reference}   # channels a turn starts empty
+
+
+async def _begin(call, state: dict, runtime, *, initial_globals: dict) -> Any:
+    """Begin's step: start the turn from the request channels, then run Begin (`call`) on the new turn."""
+    start = start_turn(state, initial_globals)
+    view = {**state, **start, **{key: reduce(None, None) for key, reduce in _RESET.items()}}
+    result = await call(view, runtime)
+    if isinstance(result, Command):
+        return Command(update=_after_start(start, result.update or {}), goto=result.goto)
+    return _after_start(start, result)
+
+
+def _after_start(start: dict, update: dict) -> dict:
+    """The start of the turn and Begin's writes as one update: Begin's on top of the fresh channels."""
+    merged = {**start, **update}
+    for key, reduce in _RESET.items():
+        if key in update:                   # written afresh, not merged into the last turn's values
+            merged[key] = overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
+    if GLOBALS in update:
+        merged[GLOBALS] = {**start[GLOBALS], **(update[GLOBALS] or {})}
+    return merged
+
+
+def _destinations(edges: list, names: dict[str, str], inline: bool) -> dict[str, str]:
+    """Where a router may go, with its branch labels: LangGraph draws a `Command` node's edges
+    (`get_graph()`, Studio) from these; running does not need them."""
+    out: dict[str, str] = {}
+    for e in edges:
+        target = END if e.target == PLAN_FINISH and inline else names[e.target]
+        labels = [x for x in (out.get(target, "").split(" / ") + [e.label]) if x]
+        out[target] = " / ".join(dict.fromkeys(labels))
+    return out
+
+
+def _dual(name: str, afn) -> RunnableCallable:
+    """The node as LangGraph runs it: `afn` under ainvoke/astream, its twin under invoke/stream."""
+    return RunnableCallable(sync_twin(afn), afn, name=name, trace=False)
+
+
 def one_at_a_time(plan: Plan) -> bool:
     """True when no component can start more than one other: no static fan-out, no route or error
     goto with several targets. Then exactly one component runs at any time."""
@@ -96,7 +144,9 @@ def component_timeout() -> float | None:
 def build_graph(plan: Plan) -> StateGraph:
     from canvas2graph.types import RunContext
 
-    graph = StateGraph(build_state_schema(), context_schema=RunContext)
+    graph = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
+                       output_schema=CanvasOutput)
+    view = build_state_schema("ComponentState", components_view=True)     # what components read
     inline = one_at_a_time(plan)
     names = {**plan.node_names, PLAN_FINISH: FINISH}
     indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
@@ -123,13 +173,19 @@ def build_graph(plan: Plan) -> StateGraph:
         else:
             call = partial(_step, node, timeout=timeout, names=names, route=route, ends=cid in ends,
                            inline_finish=inline)
-        graph.add_node(names[cid], call,
+        if cid == "begin":
+            call = partial(_begin, call, initial_globals=plan.dsl.initial_globals())
+        handler = error_handler_for(node, plan, names, inline_finish=inline)
+        graph.add_node(names[cid], _dual(names[cid], call),
+                       input_schema=None if cid == "begin" else view,
                        defer=joins,
+                       destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
                        retry_policy=retry_policy_for(node),
-                       error_handler=error_handler_for(node, plan, names, inline_finish=inline),
-                       metadata={"component_id": cid, "component_type": node.component_type})
+                       error_handler=_dual(f"__error_handler__{names[cid]}", handler) if handler else None,
+                       metadata={"component_id": cid, "component_type": node.component_type,
+                                 "component_name": node.display_name})
     # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
-    graph.add_node(FINISH, _finish, defer=True)
+    graph.add_node(FINISH, _dual(FINISH, _finish), input_schema=view, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
     for e in plan.edges:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +51,11 @@ class CompiledCanvas:
         return sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10
 
     def builder(self):
+        """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
         from compiler.build import build_graph
-        return build_graph(self.plan)
+        builder = build_graph(self.plan)
+        _CANVAS_OF[builder] = self
+        return builder
 
     def graph(self, checkpointer=None):
         key = id(checkpointer)
@@ -63,6 +67,21 @@ class CompiledCanvas:
         if "_by_name" not in self.__dict__:
             self.__dict__["_by_name"] = {self.plan.node_names[cid]: node for cid, node in self.plan.nodes.items()}
         return self.__dict__["_by_name"]
+
+
+# the canvas each StateGraph was built from, so RAGFlow's events can be read off any graph compiled from it
+_CANVAS_OF: "weakref.WeakKeyDictionary[Any, CompiledCanvas]" = weakref.WeakKeyDictionary()
+
+
+def canvas_of(graph: Any) -> CompiledCanvas:
+    """The compiled canvas behind a graph (a `StateGraph` from `CompiledCanvas.builder()`, or a graph
+    compiled from one); TypeError for any other graph."""
+    builder = getattr(graph, "builder", graph)
+    try:
+        return _CANVAS_OF[builder]
+    except (KeyError, TypeError):
+        raise TypeError(f"{type(graph).__name__} was not built by canvas2graph: compile the DSL with "
+                        "canvas2graph.compile()") from None
 
 
 def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
@@ -115,4 +134,4 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-__all__ = ["compile_dsl", "diagnose", "CompiledCanvas", "CompileError", "Diagnostic"]
+__all__ = ["compile_dsl", "diagnose", "canvas_of", "CompiledCanvas", "CompileError", "Diagnostic"]

@@ -108,16 +108,20 @@ class Node:
         0.1 ms per step, a third of canvas2graph's overhead on cheap components. Either way only a
         component that awaits (a model, a tool, a service) can be interrupted.
         """
-        if runtime.context is not None and runtime.context.cancel_requested:
+        ctx = runtime.context
+        if ctx is None or ctx.models is None:   # no context (LangGraph Server) or a partial one: the environment's
+            from runtime.environment import resolve_context
+            ctx = resolve_context(runtime, getattr(self.canvas, "entries", None))
+        if ctx.cancel_requested:
             raise TurnCancelled(self.id)          # stop at the node boundary
         created = time.perf_counter()
         deadline = None
         try:
             if timeout is None:
-                result = await self.run(state, runtime.context)
+                result = await self.run(state, ctx)
             else:
                 async with (deadline := asyncio.timeout(timeout)):
-                    result = await self.run(state, runtime.context)
+                    result = await self.run(state, ctx)
         except (ComponentError, GraphBubbleUp):     # GraphBubbleUp: interrupt() and friends, not failures
             raise
         except Exception as e:       # any failure inside a component is that component's error

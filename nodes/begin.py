@@ -9,6 +9,7 @@ from pydantic import field_validator
 from nodes.base import Node, Params, Result
 from nodes.registry import register
 from runtime.state import GLOBALS, REQUEST
+from runtime.turn import resume_update
 
 
 class BeginParams(Params):
@@ -58,20 +59,62 @@ WEBHOOK_INPUT = "__webhook__"
 
 # LangGraph reads a dict resume value whose keys all look like interrupt ids as a map of answers by
 # interrupt id, and `{}` qualifies: a form resumed with no inputs (every field optional) would be
-# answered with nothing and ask again. The request's inputs therefore travel wrapped.
+# answered with nothing and ask again. canvas2graph's Runner therefore wraps the request's inputs,
+# with the request's query beside them. A plain `Command(resume={field: value})` works too.
 RESUME_KEY = "inputs"
+RESUME_QUERY = "query"
 
 
-def resume_value(inputs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The `Command(resume=...)` value that answers a paused form with the request's inputs."""
-    return {RESUME_KEY: dict(inputs or {})}
+def resume_value(inputs: Mapping[str, Any] | None, query: Any = "") -> dict[str, Any]:
+    """The `Command(resume=...)` value that answers a paused form with a request's inputs and query."""
+    value: dict[str, Any] = {RESUME_KEY: dict(inputs or {})}
+    if query:
+        value[RESUME_QUERY] = query
+    return value
 
 
-def form_answer(value: Any) -> dict[str, Any]:
-    """The inputs a resumed `interrupt()` returns, unwrapped from `resume_value`."""
-    if isinstance(value, dict) and set(value) == {RESUME_KEY} and isinstance(value[RESUME_KEY], dict):
-        return value[RESUME_KEY]
-    return dict(value) if isinstance(value, dict) else {}
+def read_answer(value: Any) -> tuple[dict[str, Any], Any]:
+    """(the form's answers, the query that came with them) from a resumed `interrupt()`."""
+    if (isinstance(value, dict) and RESUME_KEY in value and set(value) <= {RESUME_KEY, RESUME_QUERY}
+            and isinstance(value[RESUME_KEY], dict)):
+        return value[RESUME_KEY], value.get(RESUME_QUERY) or ""
+    return (dict(value) if isinstance(value, dict) else {}), ""
+
+
+def missing_fields(form: dict[str, dict], given: Mapping[str, Any]) -> list[str]:
+    """Required fields a request did not fill (RAGFlow's _is_input_field_satisfied)."""
+    missing = []
+    for key, field in form.items():
+        value = field_value(given.get(key), field) if key in given else None
+        if "file" in str(field.get("type", "")):
+            if not field.get("optional") and value in (None, [], ""):
+                missing.append(key)
+        elif value is None and not field.get("optional"):
+            missing.append(key)
+    return missing
+
+
+def ask(form: dict[str, Any], state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pause the turn on `form` ({component_id, inputs, tips}) until a request answers it.
+
+    Returns the answers and the writes that count each answering request as a turn of the
+    conversation (SPEC 5.1): it happens here, in the resumed step, so a plain LangGraph
+    `Command(resume=...)` keeps the conversation as canvas2graph's Runner does. An answer that leaves
+    required fields empty is asked again for those fields (the Runner refuses such a request before
+    resuming, as RAGFlow's server does; LangGraph's own calls get the form again).
+    """
+    from langgraph.types import interrupt
+    fields = form.get("inputs") or {}
+    answer: dict[str, Any] = {}
+    writes: dict[str, Any] = {}
+    while True:
+        given, query = read_answer(interrupt(form))
+        answer.update(given)
+        writes = resume_update({**state, **writes}, query=query, inputs=given)
+        missing = missing_fields(fields, answer)
+        if not missing:
+            return answer, writes
+        form = {**form, "inputs": {k: fields[k] for k in missing}}
 
 
 def _outputs_of(params: BeginParams) -> set[str] | None:
@@ -104,8 +147,8 @@ class Begin(Node):
         missing = [k for k, f in form.items() if not f.get("optional") and values.get(k) in (None, "")]
         if missing and self.params.mode != "Webhook":
             # A first turn without the form's required fields pauses like a UserFillUp would.
-            from langgraph.types import interrupt
-            answer = form_answer(interrupt({"component_id": self.id, "tips": self.params.tips,
-                                            "inputs": {k: {**form[k], "value": None} for k in missing}}))
+            answer, writes = ask({"component_id": self.id, "tips": self.params.tips,
+                                  "inputs": {k: {**form[k], "value": None} for k in missing}}, state)
             values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
+            return Result(outputs=dict(values), inputs=dict(values), writes=writes)
         return Result(outputs=dict(values), inputs=dict(values))

@@ -2,17 +2,16 @@
 
 The node computes its tips, then calls LangGraph's `interrupt()` with the form. The turn ends
 with a `user_inputs` event; the next request on the session resumes here with `Command(resume=
-resume_value(inputs))`, and LangGraph re-runs this node from the top, so nothing before the pause runs twice.
+{field: value})` (the Runner sends `resume_value(inputs, query)`), and LangGraph re-runs this node from
+the top, so nothing before the pause runs twice.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from langgraph.types import interrupt
-
 from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, field_value, form_answer
+from nodes.begin import BeginParams, ask, field_value, missing_fields  # noqa: F401 (missing_fields: the Runner's)
 from nodes.registry import register
 from runtime.values import render
 
@@ -36,19 +35,6 @@ def pending_form(form: dict[str, dict]) -> dict[str, dict]:
     return {key: {**field, "value": None} for key, field in form.items()}
 
 
-def missing_fields(form: dict[str, dict], given: dict[str, Any]) -> list[str]:
-    """Required fields the request did not fill (RAGFlow's _is_input_field_satisfied)."""
-    missing = []
-    for key, field in form.items():
-        value = field_value(given.get(key), field) if key in given else None
-        if "file" in str(field.get("type", "")):
-            if not field.get("optional") and value in (None, [], ""):
-                missing.append(key)
-        elif value is None and not field.get("optional"):
-            missing.append(key)
-    return missing
-
-
 @register("UserFillUp", UserFillUpParams, outputs=lambda p: {"tips"} | set(p.form()))
 class UserFillUp(Node):
     thoughts_text = "Waiting for your input..."
@@ -65,7 +51,8 @@ class UserFillUp(Node):
         form = self.params.form()
         answer: dict[str, Any] = {}
         if form:
-            answer = form_answer(interrupt({"component_id": self.id, "inputs": pending_form(form), "tips": tips}))
+            answer, resumed = ask({"component_id": self.id, "inputs": pending_form(form), "tips": tips}, state)
+            writes = {**writes, **resumed}
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
         outputs = ({"tips": tips} if self.params.enable_tips else {}) | values
         return Result(outputs=outputs, inputs=values, writes=writes)

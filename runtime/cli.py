@@ -3,6 +3,7 @@
     canvas2graph compile DSL [--format text|json]
     canvas2graph run DSL [--query Q] [--inputs FILE] [--file [FIELD=]PATH] [--session ID] [--db PATH] ...
     canvas2graph export DSL [--format mermaid|json|dot|svg|png] [--out FILE]
+    canvas2graph langgraph DSL... --out DIR
     canvas2graph index PATH... --kb NAME
     canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
     canvas2graph templates list | export TEMPLATE | create TEMPLATE --tenant NAME
@@ -105,22 +106,18 @@ def cmd_export(args) -> int:
 # --- run -------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     from compiler import compile_dsl
-    from runtime.models import ModelFactory
     from runtime.printers import JsonlPrinter, PrettyPrinter
-    from runtime.scripted import Script
 
     compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
     inputs = read_json_file(args.inputs, "inputs file") if args.inputs else None
     if inputs is not None and not isinstance(inputs, dict):
         raise UsageError(f"inputs file {args.inputs} must hold a JSON object of field: value")
     files, inputs = upload_files(args.upload or [], inputs)
-    script = Script.load(args.llm_script) if args.llm_script else None
-    models = ModelFactory(script=script, config_path=args.models)
+    environment = run_environment(args)
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
-    mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
     try:
-        return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp, files))
+        return asyncio.run(_run(compiled, environment, session, args, inputs, printer, files))
     finally:
         from runtime.tracing import flush
         flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
@@ -156,24 +153,26 @@ def upload_files(specs: list[str], inputs: dict | None) -> tuple[list | None, di
     return files or None, inputs
 
 
-def load_mcp_config(path: str):
-    from runtime.mcp import MCPConfigError, MCPServers
+def run_environment(args):
+    """The run's models and services from the options (each defaulting to its environment variable);
+    CodeExec runs code on this machine unless the environment says otherwise: the user's own canvas."""
+    from runtime.environment import RunEnvironment, RunSettings
+    from runtime.mcp import MCPConfigError
     try:
-        return MCPServers.load(path)
+        return RunEnvironment(RunSettings(llm_script=args.llm_script, models_config=args.models,
+                                          mcp_config=args.mcp_config, retrieval=args.retrieval, db=args.db,
+                                          code={"unsafe_local": True} if args.unsafe_local_code else {}))
     except MCPConfigError as e:
         raise UsageError(str(e))
 
 
-async def _run(compiled, models, script, session, args, inputs, printer, mcp=None, files=None) -> int:
+async def _run(compiled, environment, session, args, inputs, printer, files=None) -> int:
     from runtime.checkpoint import open_checkpointer
     from runtime.session import Runner, TurnFailed, TurnRequest
 
-    from runtime.retrieval.service import retrieval_service
-
-    async with open_checkpointer(args.db) as saver, \
-            retrieval_service(compiled, args.retrieval, args.db) as services:
-        extra = {**({"mcp": mcp} if mcp else {}), **({"code": {"unsafe_local": True}} if args.unsafe_local_code else {})}
-        runner = Runner(compiled, saver, models, script, services={**services, **extra},
+    async with open_checkpointer(args.db) as saver:
+        context = environment.context(session, compiled.plan.dsl.components)
+        runner = Runner(compiled, saver, context.models, context.script, services=context.services,
                         name=agent_name(compiled, args.file))
         runner.preflight()
         interrupts = _on_ctrl_c(runner, printer)
@@ -188,6 +187,7 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
             return 130
         finally:
             interrupts.close()
+            await environment.aclose()
         printer.done(runner.outcome)
         return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
 
@@ -283,6 +283,13 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
     add_default_llm(x)
     x.set_defaults(func="runtime.cli:cmd_export")
+
+    g = sub.add_parser("langgraph", help="write a folder that LangGraph Server (langgraph dev, a deployment) serves")
+    g.add_argument("files", nargs="+", metavar="DSL", help="the DSLs, one graph each (JSON files)")
+    g.add_argument("--out", required=True, metavar="DIR",
+                   help="the folder to write: langgraph.json, agents.py and the DSLs (created if missing)")
+    add_default_llm(g, "written into the folder as the model of")
+    g.set_defaults(func="runtime.langgraph_server:cmd_langgraph")
 
     s = sub.add_parser("serve", help="serve the HTTP API (RAGFlow-compatible agent routes, compile-and-run)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")

@@ -204,7 +204,7 @@ async def debug_component(canvas: PlannedCanvas, component_id: str, params: Mapp
     if not isinstance(params, Mapping):
         raise DebugError("`params` must be an object of {key: {\"value\": ...}}")
     state, form_values, tool_args = debug_state(canvas, node, params)
-    ctx = RunContext(models=models, script=script, session_id=f"debug-{uuid.uuid4().hex}", extras=dict(services or {}))
+    ctx = RunContext(models=models, script=script, session_id=f"debug-{uuid.uuid4().hex}", services=dict(services or {}))
 
     async def run_tool(graph_state, runtime):
         """A tool with the given arguments over what its DSL says (RAGFlow passes them to invoke())."""

@@ -1,5 +1,9 @@
 """LangGraph stream -> RAGFlow events (SPEC 6.1-6.2).
 
+`ragflow_events(graph, input, config)` runs a compiled canvas graph with its own `astream` and yields
+RAGFlow's events: what `canvas2graph run --format jsonl` prints, the server's SSE and the Runner are
+all made of it. `EventAdapter` is the mapping itself, for a caller that streams the graph.
+
 The graph is streamed with `stream_mode=["tasks", "custom"]`:
 - a task start becomes `node_started` (all starts of a superstep come before its results, like
   RAGFlow's batches);
@@ -7,7 +11,7 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
   generation: its `node_finished` waits until the Message that streams it reports the final
   content (RAGFlow's order: message..., message_end, node_finished(LLM), node_finished(Message));
 - custom items written by nodes are `message` / `message_end` events and usage counts;
-- the end of the turn (a result that writes the history: the finish node's, or that of the
+- the end of the turn (a result that closes the request: the finish node's, or that of the
   component that records it inline) becomes `workflow_finished`, sent by `end()` once the stream is
   over: the finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
 """
@@ -15,11 +19,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
-from runtime.state import HISTORY, LAST, LOOPS, OUTPUTS
+from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
+STREAM_MODES = ["tasks", "custom"]
 FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
@@ -28,6 +33,11 @@ MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we kno
 
 def _pending(outputs: dict) -> bool:
     return any(is_pending(v) for v in outputs.values())
+
+
+def written(result: dict, key: str) -> Any:
+    """What a task wrote to a channel; Begin's step, which starts the turn, overwrites some."""
+    return overwritten(result.get(key))
 
 
 class EventAdapter:
@@ -109,29 +119,31 @@ class EventAdapter:
         result = data.get("result") or {}
         if isinstance(result, list):      # some versions report writes as (channel, value) pairs
             result = dict(result)
-        if HISTORY in result:      # the end of the turn: by the finish node, or inline by the last component
-            history = result[HISTORY] or []
+        request = result.get(REQUEST)
+        if isinstance(request, dict) and request.get("open") is False:
+            # the end of the turn: by the finish node, or inline by the last component
+            history = result.get(HISTORY) or []
             self.answer = history[-1][1] if history else {}
             self.finished = True
         if node is None:
             return
         if node.id in self.starts:
             yield self.starts.pop(node.id)
-        written = result.get(OUTPUTS) or {}
-        for cid, values in written.items():       # later writes to held components (collected outputs,
-            if cid in self.held and cid != node.id:   # loop variables, a streamed LLM's final content)
+        outputs_written = written(result, OUTPUTS) or {}
+        for cid, values in outputs_written.items():     # later writes to held components (collected outputs,
+            if cid in self.held and cid != node.id:     # loop variables, a streamed LLM's final content)
                 self.held[cid]["outputs"].update(values)
         # producers whose stream this task consumed finish first, in the order they were held
         for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
             yield self.envelope("node_finished", self._release(cid))
-        outputs = written.get(node.id) or {}
+        outputs = outputs_written.get(node.id) or {}
         inputs = (result.get(LAST) or {}).get("inputs") or {}
         finished = self.node_finished(node, outputs, inputs)
         if node.role == "container" or _pending(outputs):
             self.held[node.id] = {**finished, "outputs": dict(outputs), "container": node.role == "container"}
         else:
             yield self.envelope("node_finished", finished)
-        for cid, pass_ in (result.get(LOOPS) or {}).items():   # a container that is done finishes last
+        for cid, pass_ in (written(result, LOOPS) or {}).items():   # a container that is done finishes last
             if pass_.get("done") and cid in self.held:
                 yield self.envelope("node_finished", self._release(cid))
 
@@ -172,3 +184,154 @@ class EventAdapter:
             "inputs": self.request_inputs, "outputs": outputs,
             "elapsed_time": time.perf_counter() - self.started_at, "created_at": time.perf_counter(),
             "usage": dict(self.usage)})
+
+
+# --- one run of a graph ------------------------------------------------------------------------
+def unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, bool]]:
+    """Components of an unfinished turn whose node_finished is still due: id -> (outputs, inputs, container).
+
+    Two kinds wait for something later in the turn: a component whose content is a pending
+    generation (until a Message streams it) and an Iteration or Loop that has not finished its
+    passes (until it is done). The adapter that held them belonged to the run that paused, or
+    to a process that died; the run that continues the turn holds them again. Writes of tasks
+    that finished after the last checkpoint count.
+    """
+    outputs = {cid: dict(v) for cid, v in (snapshot.values.get(OUTPUTS) or {}).items()}
+    loops = dict(snapshot.values.get(LOOPS) or {})
+    last = snapshot.values.get(LAST) or {}
+    for task in snapshot.tasks:
+        result = task.result if isinstance(task.result, dict) else {}
+        for cid, values in (written(result, OUTPUTS) or {}).items():
+            outputs[cid] = {**outputs.get(cid, {}), **values}
+        for cid, values in (written(result, LOOPS) or {}).items():
+            loops[cid] = {**loops.get(cid, {}), **values}
+        last = result.get(LAST) or last
+    held = {}
+    for cid, values in outputs.items():
+        running = cid in containers and cid in loops and not loops[cid].get("done")
+        if running or any(is_pending(v) for v in values.values()):
+            # a container's own run reports no inputs; a producer's are in `last` if it ran last
+            inputs = (last.get("inputs") or {}) if last.get("component_id") == cid and not running else {}
+            held[cid] = (values, inputs, running)
+    return held
+
+
+def _request_inputs(graph_input: Any) -> dict:
+    """The request's inputs, as workflow_started and workflow_finished report them."""
+    from langgraph.types import Command
+    if isinstance(graph_input, dict):
+        return dict(graph_input.get(INPUTS) or {})
+    if isinstance(graph_input, Command) and graph_input.resume is not None:
+        from nodes.begin import read_answer
+        return read_answer(graph_input.resume)[0]
+    return {}
+
+
+class TurnEvents:
+    """One run of a compiled canvas graph as RAGFlow's events: `async for event in ragflow_events(...)`.
+
+    Once iterated, `status` says how the run ended: "finished"; "paused" (a form waits for
+    `Command(resume=...)`); "stopped" (a component failed: its node_finished carries the error, and
+    `error` names it); "cancelled" (`RunContext.cancel_requested` was set; RAGFlow's last event says
+    so); "failed" (the engine, a step limit or the checkpointer failed: the exception propagates after
+    the events so far). `usage` counts the models' tokens, live.
+    """
+
+    def __init__(self, graph, graph_input: Any, config: dict | None = None, *, context: Any = None,
+                 durability: str | None = None, request_inputs: dict | None = None, snapshot: Any = None,
+                 message_id: str | None = None):
+        from compiler.canvas import canvas_of
+        from langgraph.types import Command
+
+        self.graph = graph
+        self.canvas = canvas_of(graph)
+        self.input = graph_input
+        self.config = config or {}
+        self.context = context
+        self.durability = durability
+        self.snapshot = snapshot
+        # a run without new input continues a turn: a paused one (Command(resume=...)), one whose process
+        # died, or an earlier checkpoint's (a fork); RAGFlow sends no workflow_started then
+        self.resumed = graph_input is None or isinstance(graph_input, Command)
+        session_id = str((self.config.get("configurable") or {}).get("thread_id") or "")
+        inputs = request_inputs if request_inputs is not None else _request_inputs(graph_input)
+        self.adapter = EventAdapter(self.canvas, session_id=session_id, request_inputs=inputs, message_id=message_id)
+        self.usage = self.adapter.usage
+        self.status = "running"
+        self.error: str | None = None
+
+    def __aiter__(self) -> AsyncIterator[dict]:
+        return self._events()
+
+    async def _hold_unsettled(self) -> None:
+        """A continued turn's components whose node_finished is still due are held again."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            if self.graph.checkpointer is None:
+                return
+            snapshot = await self.graph.aget_state(self.config)
+        if not (snapshot.values.get(REQUEST) or {}).get("open"):
+            return
+        containers = {cid for cid, node in self.canvas.plan.nodes.items() if node.role == "container"}
+        held = unsettled(snapshot, containers)
+        adapter = self.adapter
+        for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
+            if node.id in held:
+                outputs, inputs, container = held[node.id]
+                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "outputs": dict(outputs),
+                                         "container": container}
+
+    async def _events(self) -> AsyncIterator[dict]:
+        from langgraph.errors import NodeTimeoutError
+
+        from canvas2graph.types import ComponentError, TurnCancelled
+
+        adapter = self.adapter
+        if self.resumed:
+            await self._hold_unsettled()
+        else:
+            yield adapter.workflow_started()
+        options = {"durability": self.durability} if self.durability else {}
+        try:
+            async for part in self.graph.astream(self.input, self.config, context=self.context,
+                                                 stream_mode=STREAM_MODES, version="v2", **options):
+                for event in adapter.feed(part):
+                    yield event
+            for event in adapter.end():
+                yield event
+        except ComponentError as e:
+            for event in adapter.component_failed(e.component_id, e.outputs, e.inputs, e.message):
+                yield event
+            self.status, self.error = "stopped", f"{e.component_id}: {e.message}"
+            return
+        except NodeTimeoutError as e:
+            node = self.canvas.node_by_name().get(e.node)
+            cid = node.id if node else e.node
+            message = f"{cid} timed out after {e.timeout:g} s"
+            for event in adapter.component_failed(cid, {"_ERROR": message, "_elapsed_time": e.elapsed}, {}, message):
+                yield event
+            self.status, self.error = "stopped", message
+            return
+        except TurnCancelled:
+            yield adapter.cancelled()
+            self.status = "cancelled"
+            return
+        except Exception as e:
+            self.status, self.error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        self.status = "paused" if adapter.paused else "finished" if adapter.finished else "stopped"
+
+
+def ragflow_events(graph, graph_input: Any = None, config: dict | None = None, *, context: Any = None,
+                   durability: str | None = None) -> TurnEvents:
+    """Run a graph compiled by canvas2graph and yield RAGFlow's events, as `canvas2graph run --format jsonl`
+    prints them.
+
+        async for event in ragflow_events(graph, {"query": "Hi"}, {"configurable": {"thread_id": "t1"}}):
+            print(event["event"], event["data"])
+
+    `graph_input` is what `graph.astream` takes: a request (`CanvasInput`) starts a turn,
+    `Command(resume={field: value})` answers a paused form, None continues from the thread's (or
+    `config`'s `checkpoint_id`'s) checkpoint. The returned object also tells how the run ended (`status`).
+    """
+    return TurnEvents(graph, graph_input, config, context=context, durability=durability)

@@ -1,40 +1,55 @@
-"""Run one turn of a conversation: load the session, start or resume the graph, translate its stream.
+"""Run one turn of a conversation: read the session, choose how the graph continues, stream its events.
 
-A session is a LangGraph thread (`thread_id` = session id) in the checkpointer. A turn is one of:
-- a new turn (the last one finished, failed or was cancelled): start from Begin;
-- a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=...)` with
-  the request's inputs;
-- a resumed interruption (the process running the last turn died): continue from the last
-  checkpoint; components that completed are not run again.
+A session is a LangGraph thread (`thread_id` = session id) in the checkpointer, and the Runner drives
+the graph with LangGraph's own calls, as any LangGraph user can (`ragflow_events` over `astream`);
+the turn's bookkeeping (globals, history, turn count) happens inside the graph. A request is one of:
+- a new turn (the last one finished, failed or was cancelled): the request (`CanvasInput`) as input;
+- a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=...)` with the
+  request's inputs and query, refused first when a required field is missing;
+- a resumed interruption (the process running the last turn died): input None, which continues from
+  the last checkpoint; components that completed are not run again.
+What the Runner adds: that choice, cancellation (`cancel()`), a check of the models before the turn,
+and closing a turn that the engine or the checkpointer broke, so the next request starts afresh.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from langgraph.errors import GraphRecursionError, NodeTimeoutError
+from langgraph._internal._constants import INTERRUPT
+from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
+from canvas2graph.types import RunContext
 from compiler import CompiledCanvas
-from canvas2graph.types import ComponentError
 from nodes.begin import resume_value
-from nodes.fillup import missing_fields
-from canvas2graph.types import RunContext, TurnCancelled
-from runtime.events import FINISH, EventAdapter
-from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
+from nodes.begin import missing_fields
+from runtime.events import FINISH, STREAM_MODES, TurnEvents
+from runtime.state import GLOBALS, HISTORY, REQUEST
 from runtime.tracing import trace_config
-from runtime.turn import prepare_turn, resume_update
-from runtime.values import is_pending
 
-STREAM_MODES = ["tasks", "custom"]
+__all__ = ["Runner", "TurnRequest", "TurnOutcome", "TurnRejected", "TurnFailed", "STREAM_MODES", "DURABILITY"]
+
+# A step's checkpoint is saved before the next step starts, so a process killed at any moment loses only
+# the steps that were running ("async" could lose finished ones).
+DURABILITY = "sync"
 
 
 @dataclass
 class TurnRequest:
-    query: str = ""
+    query: Any = ""
     inputs: dict[str, Any] | None = None
     user_id: str = ""
     files: list | None = None
+
+    def graph_input(self) -> dict[str, Any]:
+        """The request as the graph's input (`CanvasInput`)."""
+        value: dict[str, Any] = {"query": self.query, "inputs": dict(self.inputs or {})}
+        if self.user_id:
+            value["user_id"] = self.user_id
+        if self.files:
+            value["files"] = self.files
+        return value
 
 
 @dataclass
@@ -56,33 +71,21 @@ class TurnFailed(Exception):
     checkpointer error). The turn is closed: the next request on the session starts a new one."""
 
 
-def _unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, bool]]:
-    """Components of an unfinished turn whose node_finished is still due: id -> (outputs, inputs, container).
+def _request_of(saved) -> dict:
+    """The turn's request record in a checkpoint tuple, counting the writes of tasks that finished after
+    it: the turn opens in Begin's step, whose checkpoint a killed process or a failed write may not leave."""
+    if not saved:
+        return {}
+    request = saved.checkpoint["channel_values"].get(REQUEST) or {}
+    for _task, channel, value in saved.pending_writes or ():
+        if channel == REQUEST and isinstance(value, dict):
+            request = value
+    return request
 
-    Two kinds wait for something later in the turn: a component whose content is a pending
-    generation (until a Message streams it) and an Iteration or Loop that has not finished its
-    passes (until it is done). The adapter that held them belonged to the request that paused, or
-    to a process that died; the request that continues the turn holds them again. Writes of tasks
-    that finished after the last checkpoint count.
-    """
-    outputs = {cid: dict(v) for cid, v in (snapshot.values.get(OUTPUTS) or {}).items()}
-    loops = dict(snapshot.values.get(LOOPS) or {})
-    last = snapshot.values.get(LAST) or {}
-    for task in snapshot.tasks:
-        result = task.result if isinstance(task.result, dict) else {}
-        for cid, values in (result.get(OUTPUTS) or {}).items():
-            outputs[cid] = {**outputs.get(cid, {}), **values}
-        for cid, values in (result.get(LOOPS) or {}).items():
-            loops[cid] = {**loops.get(cid, {}), **values}
-        last = result.get(LAST) or last
-    held = {}
-    for cid, values in outputs.items():
-        running = cid in containers and cid in loops and not loops[cid].get("done")
-        if running or any(is_pending(v) for v in values.values()):
-            # a container's own run reports no inputs; a producer's are in `last` if it ran last
-            inputs = (last.get("inputs") or {}) if last.get("component_id") == cid and not running else {}
-            held[cid] = (values, inputs, running)
-    return held
+
+def _paused(saved) -> bool:
+    """True when a form waits: its step saved an interrupt. (A Begin form pauses the step that opens the turn.)"""
+    return bool(saved) and any(channel == INTERRUPT for _task, channel, _value in saved.pending_writes or ())
 
 
 class Runner:
@@ -92,7 +95,7 @@ class Runner:
         # what traces are named after (default: the DSL's title) and whose runs they are: runtime/tracing.py
         self.name = name or compiled.plan.dsl.title
         self.tenant = tenant
-        # run-wide services nodes reach through `ctx.extras`: "retrieval" (a backend), "mcp" (server
+        # run-wide services nodes reach through `ctx.services`: "retrieval" (a backend), "mcp" (server
         # configs), "code" (the code-execution policy), ...
         self.services = dict(services or {})
         self.checkpointer = checkpointer
@@ -101,7 +104,6 @@ class Runner:
         self.graph = compiled.graph(checkpointer)
         self.outcome = TurnOutcome()
         self._context: RunContext | None = None
-        self._held: dict[str, tuple[dict, dict, bool]] = {}
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -144,14 +146,14 @@ class Runner:
         it as if its process had died, meeting the same failure again."""
         if self.checkpointer is None:
             return
-        saved = await self.checkpointer.aget_tuple(config)
-        request = (saved.checkpoint["channel_values"].get(REQUEST) or {}) if saved else {}
+        # the state with the writes of the tasks that finished: the turn opens in Begin's step, whose own
+        # checkpoint may be what failed, and the conversation keeps the broken turn's user line
+        values = (await self.graph.aget_state(config)).values
+        request = values.get(REQUEST) or {}
         if request.get("open"):
+            update = {key: values[key] for key in (HISTORY, GLOBALS) if key in values}
             # as the finish node, whose only edge leads to the end: the update schedules nothing
-            await self.graph.aupdate_state(config, {REQUEST: {**request, "open": False}}, as_node=FINISH)
-
-    def _containers(self) -> set[str]:
-        return {cid for cid, node in self.compiled.plan.nodes.items() if node.role == "container"}
+            await self.graph.aupdate_state(config, {**update, REQUEST: {**request, "open": False}}, as_node=FINISH)
 
     def _config(self, session_id: str) -> dict:
         return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
@@ -164,15 +166,13 @@ class Runner:
             return None
         if saved is None:
             saved = await self.checkpointer.aget_tuple(config)
-        if not saved or not (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open"):
+        if not (_request_of(saved).get("open") or _paused(saved)):
             return None
         return await self.graph.aget_state(config)
 
     async def _start(self, session_id: str, request: TurnRequest, config: dict):
-        """The graph input for this request, and whether it resumes an earlier turn."""
-        # one read of the session serves both questions: is a turn open, and what did the last one leave
-        saved = await self.checkpointer.aget_tuple(config) if self.checkpointer is not None else None
-        snapshot = await self._open_turn(config, saved) if saved else None
+        """(the graph input for this request, how it resumes an earlier turn, the snapshot it continues)."""
+        snapshot = await self._open_turn(config)
         # `tasks`, not `next`: `next` leaves out tasks whose writes were saved, and a process killed after
         # a step's writes but before the next checkpoint leaves only such tasks
         if snapshot is not None and snapshot.tasks:
@@ -183,65 +183,28 @@ class Runner:
                 if missing:
                     raise TurnRejected(f"session {session_id} is waiting for {form.get('component_id', 'a form')}: "
                                        f"provide inputs for {', '.join(missing)}")
-                update = resume_update(snapshot.values, query=request.query, inputs=request.inputs)
-                self._held = _unsettled(snapshot, self._containers())
-                return Command(resume=resume_value(request.inputs), update=update), "pause"
+                return Command(resume=resume_value(request.inputs, request.query)), "pause", snapshot
             if not any(t.error for t in snapshot.tasks):
-                self._held = _unsettled(snapshot, self._containers())
-                return None, "interruption"      # the process died mid-turn: continue from the checkpoint
-        values = saved.checkpoint["channel_values"] if saved else None
-        return prepare_turn(values, initial_globals=self.compiled.plan.dsl.initial_globals(),
-                            component_ids=self.compiled.component_ids, query=request.query,
-                            inputs=request.inputs, user_id=request.user_id, files=request.files), None
+                return None, "interruption", snapshot     # the process died mid-turn: continue from the checkpoint
+        return request.graph_input(), None, None
 
     async def run_turn(self, session_id: str, request: TurnRequest) -> AsyncIterator[dict]:
         self.outcome = TurnOutcome()
         config = self._config(session_id)
-        self._held = {}
-        graph_input, resumed = await self._start(session_id, request, config)
+        graph_input, resumed, snapshot = await self._start(session_id, request, config)
         self.outcome.resumed = resumed
-        adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.inputs or {})
-        self.outcome.extra["usage"] = adapter.usage     # live model usage, also for turns that pause or stop
-        for node in self.compiled.plan.nodes.values():
-            if node.id in self._held:     # their node_finished waits for a stream or a container's end
-                outputs, inputs, container = self._held[node.id]
-                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "outputs": dict(outputs),
-                                         "container": container}
         self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id,
-                                                   extras=dict(self.services))
-        if resumed is None:
-            yield adapter.workflow_started()        # RAGFlow sends none when a turn resumes
+                                             services=dict(self.services))
+        # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
+        run_config = {**config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
+        events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
+                            durability=DURABILITY if self.checkpointer is not None else None,
+                            request_inputs=request.inputs or {})
+        self.outcome.extra["usage"] = events.usage      # live model usage, also for turns that pause or stop
         try:
-            # "sync": a step's checkpoint is saved before the next step starts, so a process killed
-            # at any moment loses only the steps that were running ("async" could lose finished ones)
-            # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
-            run_config = {**config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
-            async for part in self.graph.astream(graph_input, run_config, context=context,
-                                                 durability="sync" if self.checkpointer is not None else None,
-                                                 stream_mode=STREAM_MODES, version="v2"):
-                for event in adapter.feed(part):
-                    self.outcome.events += 1
-                    yield event
-            for event in adapter.end():
+            async for event in events:
                 self.outcome.events += 1
                 yield event
-        except ComponentError as e:
-            for event in adapter.component_failed(e.component_id, e.outputs, e.inputs, e.message):
-                yield event
-            self.outcome.status, self.outcome.error = "stopped", f"{e.component_id}: {e.message}"
-            return
-        except NodeTimeoutError as e:
-            node = self.compiled.node_by_name().get(e.node)
-            cid = node.id if node else e.node
-            message = f"{cid} timed out after {e.timeout:g} s"
-            for event in adapter.component_failed(cid, {"_ERROR": message, "_elapsed_time": e.elapsed}, {}, message):
-                yield event
-            self.outcome.status, self.outcome.error = "stopped", message
-            return
-        except TurnCancelled:
-            yield adapter.cancelled()
-            self.outcome.status = "cancelled"
-            return
         except GraphRecursionError as e:
             message = (f"the turn exceeded its step limit of {self.compiled.recursion_limit} steps; "
                        "the session is ready for a new turn")
@@ -250,7 +213,6 @@ class Runner:
             await self._fail(config, f"the turn failed: {type(e).__name__}: {e}", e)
         finally:
             self._context = None
-        if adapter.paused:
-            self.outcome.status = "paused"
-        else:
-            self.outcome.status = "finished" if adapter.finished else "stopped"
+        self.outcome.status = events.status
+        if events.error:
+            self.outcome.error = events.error

@@ -8,10 +8,20 @@ history, the request of the current turn and the last component that ran.
 
 Nodes address other components' outputs in `Result.writes` with `channel(component_id)` keys;
 `Node.__call__` folds them into the `outputs` update.
+
+The graph's public face (what `invoke`, LangGraph Server and Studio show) is smaller than its state:
+`CanvasInput` (a turn's request: `query`, `inputs`, `files`, `user_id`) and `CanvasOutput` (the
+`answer` and every component's `outputs`). The request's keys are ephemeral channels: they hold a
+request only until the step that reads it (Begin's, which starts the turn) has run, so a turn never
+sees the request of an earlier one.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, TypedDict
+from typing import Annotated, Any, Mapping
+
+from typing_extensions import TypedDict   # pydantic (LangGraph Server, Studio) reads its JSON schema
+
+from langgraph.channels import EphemeralValue
 
 OUTPUTS = "outputs"
 LOOPS = "loops"
@@ -20,6 +30,36 @@ HISTORY = "history"
 REQUEST = "request"
 LAST = "last"
 REFERENCE = "reference"
+ANSWER = "answer"
+
+# the request of a turn (CanvasInput), read by the step that starts the turn
+QUERY = "query"
+INPUTS = "inputs"
+FILES = "files"
+USER_ID = "user_id"
+REQUEST_KEYS = (QUERY, INPUTS, FILES, USER_ID)
+
+
+class CanvasInput(TypedDict, total=False):
+    """What starts a turn: `graph.invoke({"query": "..."}, config)`.
+
+    - `query`: the user's message (`sys.query`); an empty query keeps the previous one, as RAGFlow does;
+    - `inputs`: values for the Begin form, `{field: value}` or RAGFlow's `{field: {"type", "value"}}`;
+    - `files`: `sys.files`;
+    - `user_id`: `sys.user_id`.
+    """
+
+    query: str
+    inputs: dict[str, Any]
+    files: list
+    user_id: str
+
+
+class CanvasOutput(TypedDict, total=False):
+    """What a turn returns: the text of the answer and every component's outputs, by component id."""
+
+    answer: str
+    outputs: dict[str, dict[str, Any]]
 
 
 OUT_PREFIX = "out:"
@@ -71,7 +111,28 @@ def take_last(old: Any, new: Any) -> Any:
     return new
 
 
-def build_state_schema(name: str = "CanvasState") -> type:
+OVERWRITE = "__overwrite__"
+
+
+def overwrite(value: Any) -> dict[str, Any]:
+    """A write that replaces a reduced channel's value instead of merging into it: LangGraph's `Overwrite`
+    in its JSON form, which checkpoints store as a plain dict (the dataclass takes the serializer's slow path)."""
+    return {OVERWRITE: value}
+
+
+def overwritten(value: Any) -> Any:
+    """The value a write sets, whether it overwrites (`overwrite()` or LangGraph's `Overwrite`) or not."""
+    if isinstance(value, dict):
+        return value[OVERWRITE] if len(value) == 1 and OVERWRITE in value else value
+    return getattr(value, "value", value) if type(value).__name__ == "Overwrite" else value
+
+
+def build_state_schema(name: str = "CanvasState", *, components_view: bool = False) -> type:
+    """The graph's state. `components_view`: the part components read, without the request channels
+    and the answer (Begin's step reads the request; nothing reads the answer), which LangGraph then
+    need not look at in every task."""
+    request = {} if components_view else {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
+                                          ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {
         OUTPUTS: Annotated[dict, merge_outputs],
         # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
@@ -82,5 +143,7 @@ def build_state_schema(name: str = "CanvasState") -> type:
         REQUEST: Annotated[dict, take_last],
         LAST: Annotated[dict, take_last],     # {"component_id", "inputs"} of the last node to finish
         REFERENCE: Annotated[dict, merge_reference],
+        **({} if components_view else {ANSWER: Annotated[str, take_last]}),   # the turn's answer ("" until it ends)
+        **request,
     }
     return TypedDict(name, fields, total=False)  # type: ignore[operator]

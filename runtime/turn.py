@@ -1,10 +1,19 @@
-"""Start and end of a turn: the bookkeeping RAGFlow's Canvas.run does around the graph (SPEC 5.1, 5.8)."""
+"""Start and end of a turn: the bookkeeping RAGFlow's Canvas.run does around the graph (SPEC 5.1, 5.8).
+
+All of it happens inside the graph, so LangGraph's own calls (`invoke`, `Command(resume=...)`, a run
+from an earlier checkpoint) keep a conversation the way canvas2graph's Runner does:
+- `start_turn`: in Begin's step, from the request channels (`CanvasInput`) and the previous turn's state;
+- `resume_update`: in the step of a form (Begin, UserFillUp) that a request answered;
+- `finish_turn` / `finish_after`: in the step that ends the turn.
+"""
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Mapping
 
-from runtime.state import GLOBALS, HISTORY, LAST, LOOPS, OUTPUTS, REFERENCE, REQUEST, outputs_of
+from runtime.state import (ANSWER, FILES, GLOBALS, HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, QUERY, REFERENCE, REQUEST,
+                           USER_ID, outputs_of)
 
 
 def now_text() -> str:
@@ -12,9 +21,11 @@ def now_text() -> str:
 
 
 def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping[str, Any],
-                 component_ids: list[str], query: str = "", inputs: Mapping[str, Any] | None = None,
+                 query: Any = "", inputs: Mapping[str, Any] | None = None,
                  user_id: str = "", files: list | None = None) -> dict[str, Any]:
-    """The input that starts a turn: fresh component outputs, updated globals and history."""
+    """The update that starts a turn: fresh component outputs, updated globals and history.
+
+    `OUTPUTS` and `LOOPS` are None, which their reducers read as "start afresh"."""
     previous = previous or {}
     globals_ = dict(previous.get(GLOBALS) or initial_globals)
     history = list(previous.get(HISTORY) or [])
@@ -35,8 +46,27 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
         REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True},
         LAST: {},
         REFERENCE: None,                        # a fresh reference store each turn
+        ANSWER: "",
     })
     return update
+
+
+def start_turn(state: Mapping[str, Any], initial_globals: Mapping[str, Any]) -> dict[str, Any]:
+    """The start of a turn from the request in the state's request channels and what the last turn left."""
+    return prepare_turn(state, initial_globals=initial_globals, query=state.get(QUERY) or "",
+                        inputs=state.get(INPUTS) or None, user_id=state.get(USER_ID) or "",
+                        files=state.get(FILES) or None)
+
+
+def answer_text(outputs: Any) -> str:
+    """The text of an answer (RAGFlow's `outputs.content`; `result` for components that have no content)."""
+    if not isinstance(outputs, Mapping):
+        return "" if outputs is None else str(outputs)
+    for key in ("content", "result"):
+        value = outputs.get(key)
+        if value is not None:
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return ""
 
 
 def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +88,8 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
             sys_history.pop()
     history.append(["assistant", outputs])
     sys_history.append(f"assistant: {outputs!r}")
-    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False}}
+    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False},
+            ANSWER: answer_text(outputs)}
 
 
 def finish_after(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from runtime.conversations import Conversations
 from runtime.store import open_store
 from runtime.tracing import flush as flush_traces
-from server.config import ModelSource, ServerConfig
+from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
@@ -41,8 +41,8 @@ def tune_gc() -> None:
 def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, Any] | None = None) -> FastAPI:
     """The app for `config`. `models` replaces the model source (a callable returning
     `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
-    model_source = models or ModelSource(config)
     run_services = RunServices(config, services)
+    model_source = models or run_services.models
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -1,10 +1,7 @@
 """What a server process is configured with: its database, its models and its limits."""
 from __future__ import annotations
 
-import copy
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
@@ -21,36 +18,3 @@ class ServerConfig:
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
     default_llm: str | None = None            # model@Factory for components stored with an empty llm_id
-
-
-class ModelSource:
-    """Models for each turn: the configured providers, or a fresh copy of the script (testing aid).
-
-    A script's queues are consumed as models are called, so every turn gets its own copy: turns of
-    different sessions never take each other's replies.
-    """
-
-    def __init__(self, config: ServerConfig):
-        from runtime.models import ModelFactory
-        from runtime.scripted import Script, ScriptError
-
-        self._script_data = None
-        if config.llm_script:
-            try:
-                self._script_data = json.loads(Path(config.llm_script).read_text(encoding="utf-8"))
-            except OSError as e:
-                raise ScriptError(f"cannot read script file {config.llm_script}: {e.strerror or e}") from None
-            except ValueError as e:
-                raise ScriptError(f"script file {config.llm_script} is not valid JSON: {e}") from None
-            Script.load(copy.deepcopy(self._script_data))      # a malformed script fails at startup
-        self._config_path = config.models_config
-        self._shared = None if self._script_data is not None else ModelFactory(config_path=config.models_config)
-
-    def __call__(self):
-        from runtime.models import ModelFactory
-        from runtime.scripted import Script
-
-        if self._shared is not None:
-            return self._shared, None
-        script = Script.load(copy.deepcopy(self._script_data))
-        return ModelFactory(script=script, config_path=self._config_path), script

@@ -1,17 +1,19 @@
-"""What every run of a server gets in `ctx.extras`: the code-execution and browser policies, the MCP servers,
-and the retrieval backend (opened at the first run that retrieves, as `canvas2graph run` opens it per run)."""
+"""What every run of a server gets: its models and, in `ctx.services`, the code-execution and browser
+policies, the MCP servers and the retrieval backend (opened at the first run that retrieves). The
+server's options say which (`ServerConfig`); `runtime.environment` builds the runs, as it does for the
+command line and for LangGraph Server."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from runtime.sandbox import CodePolicy
+from runtime.environment import RunEnvironment, RunSettings
 from server.config import ServerConfig
 from server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
 
 
 class RunServices:
-    """`services(compiled)` -> the extras for a run of that canvas."""
+    """`services(compiled)` -> the services for a run of that canvas; `models()` -> its models."""
 
     def __init__(self, config: ServerConfig, extra: dict[str, Any] | None = None):
         self.config = config
@@ -19,23 +21,21 @@ class RunServices:
         code: dict[str, Any] = {"allow_local": config.allow_local_code, "unsafe_local": False}
         if not os.environ.get("CANVAS2GRAPH_ARTIFACT_URL"):
             code["artifact_url"] = ARTIFACT_ROUTE         # answers link artifacts to this server, which serves them
-        self.base: dict[str, Any] = {"code": code, "browser": {"allow": config.allow_browser}}
-        if config.mcp_config:
-            from runtime.mcp import MCPServers
-            self.base["mcp"] = MCPServers.load(config.mcp_config)       # MCPConfigError names the file and field
-        self.base.update(extra or {})
-        self.code_policy = CodePolicy.resolve(self.base["code"])      # CodePolicyError names the field
-        self._retrieval = None
+        # ScriptError, MCPConfigError and CodePolicyError name the file or field at startup
+        self.environment = RunEnvironment(RunSettings(
+            llm_script=config.llm_script, models_config=config.models_config, mcp_config=config.mcp_config,
+            retrieval=config.retrieval, db=config.db, code=code, browser={"allow": config.allow_browser}),
+            services=extra)
+        self.code_policy = self.environment.code_policy
+        self.models = self.environment.models
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The services every run gets (the retrieval backend is added for canvases that retrieve)."""
+        return self.environment.base
 
     def __call__(self, compiled) -> dict[str, Any]:
-        from runtime.retrieval.service import uses_retrieval
-        if "retrieval" in self.base or not uses_retrieval(compiled.plan.dsl.components):
-            return self.base
-        if self._retrieval is None:
-            from runtime.retrieval import open_backend
-            self._retrieval = open_backend(self.config.retrieval, session_db=self.config.db)
-        return {**self.base, "retrieval": self._retrieval}
+        return self.environment.services(compiled.plan.dsl.components)
 
     async def aclose(self) -> None:
-        if self._retrieval is not None:
-            await self._retrieval.aclose()
+        await self.environment.aclose()

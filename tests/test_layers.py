@@ -141,7 +141,7 @@ def _loaded_after(code: str) -> set[str]:
     done = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return set(done.stdout.split())
+    return set(done.stdout.splitlines()[-1].split())     # the last line: what `code` printed comes before
 
 
 def test_help_loads_neither_langgraph_nor_the_server():

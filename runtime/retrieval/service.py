@@ -1,13 +1,12 @@
-"""The retrieval service of a run, and the `canvas2graph index` command.
+"""Which canvases retrieve, and the `canvas2graph index` command.
 
-`retrieval_service()` opens the configured backend for a run whose canvas retrieves (a Retrieval
-component, or an Agent with the Retrieval tool) and closes it afterwards; other canvases get none.
+A run's backend is opened by `runtime.environment.RunEnvironment` for canvases that retrieve (a
+Retrieval component, or an Agent with the Retrieval tool); other canvases get none.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Any, AsyncIterator
+from typing import Any
 
 from runtime.retrieval.config import default_url
 
@@ -23,21 +22,6 @@ def uses_retrieval(components: dict) -> bool:
             return any(walk(v) for v in value)
         return False
     return any(e.component_name == "Retrieval" or walk(e.params.get("tools")) for e in components.values())
-
-
-@contextlib.asynccontextmanager
-async def retrieval_service(compiled, url: str | None, session_db: str | None) -> AsyncIterator[dict[str, Any]]:
-    """{"retrieval": backend} for canvases that retrieve, else {}; the backend is closed at the end."""
-    if not uses_retrieval(compiled.plan.dsl.components):
-        yield {}
-        return
-    from runtime.retrieval import open_backend
-    backend = open_backend(url, session_db=session_db)
-    backend.warm()
-    try:
-        yield {"retrieval": backend}
-    finally:
-        await backend.aclose()
 
 
 def cmd_index(args) -> int:
@@ -65,4 +49,4 @@ def cmd_index(args) -> int:
     return 0
 
 
-__all__ = ["retrieval_service", "cmd_index", "uses_retrieval", "default_url"]
+__all__ = ["cmd_index", "uses_retrieval", "default_url"]

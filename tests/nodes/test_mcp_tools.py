@@ -55,7 +55,7 @@ def test_a_malformed_mcp_entry_is_a_compile_error_naming_the_field(mcp, field):
 
 async def test_without_a_script_an_unconfigured_server_fails_before_the_first_model_call():
     node = agent(agent_dsl(mcp=[{"mcp_id": "math", "tools": {"add": ADD}}]))
-    ctx = RunContext(models=None, extras={"mcp": MCPServers({}, source="MCP config mcp.json")})
+    ctx = RunContext(models=None, services={"mcp": MCPServers({}, source="MCP config mcp.json")})
     with pytest.raises(MCPServerNotConfigured, match=r"^params\.mcp\.0\.mcp_id: MCP server 'math' is not in MCP config mcp\.json"):
         async with mcp_sessions(node, ctx, {}):
             pass
@@ -65,7 +65,7 @@ async def test_a_configured_agent_gets_sessions_for_its_loop_only():
     node = agent(agent_dsl(mcp=[{"mcp_id": "math", "tools": {"add": ADD}}]))
     servers = MCPServers.from_dict({"servers": {"math": {"url": "http://127.0.0.1:9/mcp"}}})
     sink: dict = {}
-    async with mcp_sessions(node, RunContext(models=None, extras={"mcp": servers}), sink):
+    async with mcp_sessions(node, RunContext(models=None, services={"mcp": servers}), sink):
         assert "mcp_sessions" in sink
     assert sink == {}
     assert all(isinstance(t, MCPTool) for t in node.tools)
