@@ -16,7 +16,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import Field, field_validator, model_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.refs import JINJA_PATTERN, Ref, Template
+from compiler.refs import Ref, Template, has_jinja
 from nodes.base import Node, Params, Result, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.values import as_json_text, render, resolve
@@ -106,7 +106,7 @@ class StringTransform(Node):
         self.named_script = "".join(part if isinstance(part, str) else _sanitised(part.expr)
                                     for part in self.script.exact)
         self.jinja = None
-        if JINJA_PATTERN.search(self.named_script):
+        if has_jinja(self.named_script):
             try:
                 self.jinja = _JINJA.from_string(self.named_script)
             except TemplateSyntaxError as e:
