@@ -44,7 +44,7 @@ class _Match:
 
 
 def _find(core: re.Pattern, text: str) -> list[_Match]:
-    """The matches `\{* *<core> *\}*` would give with `finditer`, found in linear time.
+    r"""The matches `\{* *<core> *\}*` would give with `finditer`, found in linear time.
 
     Each core `{expr}` is widened leftwards over spaces, then braces (never past the previous match),
     and rightwards over spaces, then braces: what the regex's greedy prefix and suffix take.
