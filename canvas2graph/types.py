@@ -1,6 +1,6 @@
 """The types and errors every layer shares: the lowest module of canvas2graph.
 
-It imports nothing of the project, so `compiler`, `nodes`, `runtime` and `server` all import from
+It imports nothing of the project but `canvas2graph.text`, so `compiler`, `nodes`, `runtime` and `server` all import from
 here without importing each other (the data flows DSL -> plan -> graph -> events; the imports
 follow it, and this module sits under all of them). Users of the public API meet these types too:
 a `CompileError` and its `Diagnostic`s, the `RunContext` a graph runs with, the `ComponentError`
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+from canvas2graph.text import REPLACEMENT, SURROGATE
 
 if TYPE_CHECKING:
     from runtime.models import ModelFactory
@@ -30,6 +32,14 @@ class Diagnostic:
     severity: Severity = "error"
     line: int | None = None      # for JSON syntax errors
     column: int | None = None
+
+    def __post_init__(self) -> None:
+        # a diagnostic quotes the DSL (ids, fields, values), which may hold lone surrogates: whatever
+        # prints or sends it must be able to encode it
+        for name in ("message", "component_id", "field"):
+            value = getattr(self, name)
+            if isinstance(value, str) and SURROGATE.search(value):
+                object.__setattr__(self, name, SURROGATE.sub(REPLACEMENT, value))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}

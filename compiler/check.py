@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from compiler.diagnostics import Collector
-from compiler.plan import Plan
+from compiler.plan import Edge, Plan
 
 
 # Outputs every component may carry (SPEC 2.2): timing, and _ERROR when it fails.
@@ -36,6 +36,11 @@ def check_plan(plan: Plan, out: Collector) -> None:
     _check_references(plan, out)
     _check_reachable(plan, out)
     _check_cycles(plan, out)
+    for cid in plan.starts.values():
+        if not comps[cid].downstream:
+            container = plan.nodes[cid].parent_id
+            out.warning("empty-body", f"'{cid}' leads to no component, so the passes of {comps[container].component_name} "
+                        f"'{container}' do nothing", cid, "downstream")
     for cid, node in plan.nodes.items():      # a component's own warnings (options it cannot honour, say)
         for code, message, field in getattr(node, "warnings", lambda: [])():
             out.warning(code, message, cid, field)
@@ -59,8 +64,11 @@ def _check_container_boundaries(plan: Plan, out: Collector) -> None:
     done. An edge across the boundary (a body component to one outside, or one outside into a body)
     would run a body component outside its container's passes, or loop outside forever."""
     comps = plan.dsl.components
-    for edge in plan.edges:
-        if edge.kind not in ("next", "route", "error") or edge.target not in comps:
+    # every `downstream` as written (a container's leads on after its passes, so it is checked too),
+    # the branches of routers and the error gotos
+    written = [Edge(cid, t, "next") for cid, entry in comps.items() for t in entry.downstream]
+    for edge in written + [e for e in plan.edges if e.kind in ("route", "error")]:
+        if edge.target not in comps:
             continue
         inside, target_inside = comps[edge.source].parent_id, comps[edge.target].parent_id
         if inside == target_inside or (inside and inside not in comps) or (target_inside and target_inside not in comps):
@@ -77,10 +85,11 @@ def _check_container_boundaries(plan: Plan, out: Collector) -> None:
                   "when it is done", edge.source, where)
 
 
-def _successors(plan: Plan) -> dict[str, list[str]]:
-    """The plan's edges, plus every component id that a component which could not be planned (unknown,
-    unsupported or invalid) names in its `downstream` or params (its branches, say), so their successors
-    are not reported as unreachable nor left out of the cycle check."""
+def _successors(plan: Plan, mentioned: bool = False) -> dict[str, list[str]]:
+    """The plan's edges, plus the `downstream` of components that could not be planned (unknown,
+    unsupported or invalid), so their successors are neither left out of the cycle check nor reported
+    as unreachable; with `mentioned`, also every component id they name in their params (their
+    branches, say), for reachability."""
     succ: dict[str, list[str]] = {}
     for e in plan.edges:
         succ.setdefault(e.source, []).append(e.target)
@@ -88,7 +97,8 @@ def _successors(plan: Plan) -> dict[str, list[str]]:
     for cid, entry in comps.items():
         if cid not in plan.nodes:
             succ.setdefault(cid, []).extend(entry.downstream)
-            succ[cid].extend(t for t in _strings(entry.params) if t in comps and t != cid)
+            if mentioned:
+                succ[cid].extend(t for t in _strings(entry.params) if t in comps and t != cid)
     return succ
 
 
@@ -140,7 +150,7 @@ def _check_reachable(plan: Plan, out: Collector) -> None:
     comps = plan.dsl.components
     if "begin" not in comps:
         return
-    succ = _successors(plan)
+    succ = _successors(plan, mentioned=True)
     for cid, entry in comps.items():      # container children are reached through their container
         if entry.parent_id:
             succ.setdefault(entry.parent_id, []).append(cid)

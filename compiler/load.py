@@ -11,8 +11,9 @@ import math
 import re
 from typing import Any
 
+from canvas2graph.text import REPLACEMENT, SURROGATE
 from compiler.diagnostics import Collector, CompileError
-from compiler.model import CanvasDSL, ComponentEntry
+from compiler.model import CanvasDSL, ComponentEntry, global_problem
 
 # RAGFlow's agent/dsl_migration.py renames these on every load.
 LEGACY_RENAMES = {
@@ -136,14 +137,13 @@ def title_of(doc: Any) -> str:
 
 
 # --- values ----------------------------------------------------------------------------------------
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _odd(value: Any) -> bool:
     """A value no JSON reader or checkpointer takes as it is: a lone surrogate (JSON text may escape
     one: "\\ud800"), NaN or an infinity, an integer outside 64 bits."""
     if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
+        return SURROGATE.search(value) is not None
     if isinstance(value, float):
         return not math.isfinite(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -191,7 +191,7 @@ def _clean(value: Any, path: tuple, errors: list, replaced: dict) -> Any:
         return value
     if isinstance(value, str):
         replaced.setdefault(_field_key(path), None)     # one warning per component field (or top-level key)
-        return _SURROGATE.sub("\ufffd", value)
+        return SURROGATE.sub(REPLACEMENT, value)
     cid, field = _place(path)
     if cid is None and path[:1] not in (("globals",), ("variables",)):
         return value          # layout and other keys the compiler never reads
@@ -320,28 +320,11 @@ def _entry(cid: str, raw: Any, display: str, out: Collector) -> ComponentEntry |
                           parent_id=parent or None, display_name=display)
 
 
-# RAGFlow's system variables and what each must hold; a DSL's `globals` seeds them (SPEC 2.1)
-_MAX_TURNS = 2 ** 53       # counted up by one each turn; a JSON number every client reads exactly
-GLOBAL_TYPES: dict[str, tuple[type, str]] = {
-    "sys.query": (str, "a string"),
-    "sys.user_id": (str, "a string"),
-    "sys.date": (str, "a string"),
-    "sys.files": (list, "a list"),
-    "sys.history": (list, "a list"),
-}
-
-
 def _check_globals(values: dict, out: Collector) -> None:
     for key, value in values.items():
-        if not isinstance(key, str):
-            continue
-        field = f"globals.{key}"
-        if key == "sys.conversation_turns":
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_TURNS:
-                out.error("bad-global", f"sys.conversation_turns counts the turns so far: a whole number from 0 "
-                          f"to 2^53, not {_shown(value)}", field=field)
-        elif key in GLOBAL_TYPES and not isinstance(value, GLOBAL_TYPES[key][0]):
-            out.error("bad-global", f"{key} must be {GLOBAL_TYPES[key][1]}, not {_shown(value)}", field=field)
+        problem = global_problem(key, value) if isinstance(key, str) else None
+        if problem:
+            out.error("bad-global", f"{problem}, not {_shown(value)}", field=f"globals.{key}")
 
 
 def _shown(value: Any) -> str:

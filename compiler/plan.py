@@ -187,7 +187,8 @@ def _edges(plan: Plan) -> list[Edge]:
         elif role == "start":
             container = node.parent_id
             if plan.starts.get(container) == cid:
-                edges += [Edge(cid, t, "item", "next pass") for t in node.downstream]
+                # an empty body (nothing connected yet) makes passes that do nothing: back to the start
+                edges += [Edge(cid, t, "item", "next pass") for t in node.downstream or [cid]]
                 edges += [Edge(cid, t, "item", "done") for t in plan.exits(container)]
         elif role == "exit":
             loop = plan.loop_container(cid)

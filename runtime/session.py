@@ -19,12 +19,13 @@ from compiler import CompiledCanvas
 from canvas2graph.types import ComponentError
 from nodes.begin import resume_value
 from nodes.fillup import missing_fields
+from canvas2graph.text import scrub
 from canvas2graph.types import RunContext, TurnCancelled
 from runtime.events import FINISH, EventAdapter
 from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST
 from runtime.tracing import trace_config
 from runtime.turn import prepare_turn, resume_update
-from runtime.values import is_pending
+from runtime.values import is_pending, unstorable
 
 STREAM_MODES = ["tasks", "custom"]
 
@@ -35,6 +36,14 @@ class TurnRequest:
     inputs: dict[str, Any] | None = None
     user_id: str = ""
     files: list | None = None
+
+    def __post_init__(self) -> None:
+        # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
+        # and what no session can store (NaN, integers beyond 64 bits, ...) is refused before it starts
+        self.query, self.inputs, self.user_id, self.files = scrub((self.query, self.inputs, self.user_id, self.files))
+        problem = unstorable({"query": self.query, "inputs": self.inputs, "files": self.files})
+        if problem:
+            raise TurnRejected(f"the request cannot be stored: {problem.replace('output ', '')}")
 
 
 @dataclass
