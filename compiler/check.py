@@ -1,6 +1,8 @@
 """Graph-level checks on a plan: the entry, edges, references, reachability, cycles."""
 from __future__ import annotations
 
+from collections import Counter
+
 from compiler.diagnostics import Collector
 from compiler.plan import Edge, Plan
 
@@ -8,6 +10,7 @@ from compiler.plan import Edge, Plan
 # Outputs every component may carry (SPEC 2.2): timing, and _ERROR when it fails.
 INTERNAL_OUTPUTS = {"_ERROR", "_created_time", "_elapsed_time"}
 CONTAINERS = ("Iteration", "Loop")
+MAX_REFERENCES = 200        # distinct references in one text (RAGFlow's canvases use a handful)
 MAX_CYCLE_REPORTS = 20      # a hostile DSL can hold as many cycles as edges; the first ones say enough
 
 
@@ -119,7 +122,13 @@ def _strings(value) -> list[str]:
 def _check_references(plan: Plan, out: Collector) -> None:
     globals_ = plan.dsl.initial_globals()
     for cid, node in plan.nodes.items():
-        for field, ref in node.references():
+        references = node.references()
+        per_field = Counter(field for field, _ in set(references))
+        for field, count in per_field.items():
+            if count > MAX_REFERENCES:    # each is substituted into the whole text in turn (RAGFlow's way)
+                out.error("too-many-references", f"{count} different references in one text; at most "
+                          f"{MAX_REFERENCES} are substituted", cid, field)
+        for field, ref in references:
             if ref.kind == "global":
                 if ref.name not in globals_:
                     kind = "conversation variable" if ref.name.startswith("env.") else "system variable"

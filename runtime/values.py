@@ -84,8 +84,13 @@ def render(template: Template, state: Mapping[str, Any], *, spliced: bool = Fals
     if template.is_literal:
         return template.text if not spliced else "".join(parts)  # type: ignore[arg-type]
     out: list[str] = []
+    size, limit = 0, max_output_chars()
     for part in parts:
-        out.append(part if isinstance(part, str) else to_text(resolve(state, part, aliases)))
+        text = part if isinstance(part, str) else to_text(resolve(state, part, aliases))
+        size += len(text)
+        if size > limit:          # a text that repeats a large value: stop before building it
+            raise ValueError(f"the text passes {limit:,} characters (CANVAS2GRAPH_MAX_OUTPUT_CHARS)")
+        out.append(text)
     return "".join(out)
 
 
