@@ -6,11 +6,9 @@ a model's reply) is repaired once at the boundary, so nothing downstream meets o
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
-SURROGATE = re.compile("[\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
+from canvas2graph.types import REPLACEMENT, SURROGATE
 
 
 def has_surrogate(value: Any) -> bool:

@@ -1,6 +1,6 @@
 """The types and errors every layer shares: the lowest module of canvas2graph.
 
-It imports nothing of the project but `canvas2graph.text`, so `compiler`, `nodes`, `runtime` and `server` all import from
+It imports nothing of the project, so `compiler`, `nodes`, `runtime` and `server` all import from
 here without importing each other (the data flows DSL -> plan -> graph -> events; the imports
 follow it, and this module sits under all of them). Users of the public API meet these types too:
 a `CompileError` and its `Diagnostic`s, the `RunContext` a graph runs with, the `ComponentError`
@@ -8,16 +8,19 @@ a failed component raises.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal
-
-from canvas2graph.text import REPLACEMENT, SURROGATE
 
 if TYPE_CHECKING:
     from runtime.models import ModelFactory
     from runtime.scripted import Script
 
 Severity = Literal["error", "warning"]
+# A lone UTF-16 surrogate: valid in JSON text ("\ud800") and in a Python str, encodable by nothing.
+# `canvas2graph.text` repairs values with these.
+SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 
 # --- compile time --------------------------------------------------------------------------

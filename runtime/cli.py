@@ -117,7 +117,7 @@ def cmd_run(args) -> int:
     script = Script.load(args.llm_script) if args.llm_script else None
     models = ModelFactory(script=script, config_path=args.models)
     session = args.session or str(uuid.uuid4())
-    printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
+    printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session, show_thinking=args.show_thinking)
     mcp = load_mcp_config(args.mcp_config) if args.mcp_config else None
     try:
         return asyncio.run(_run(compiled, models, script, session, args, inputs, printer, mcp, files))
@@ -176,6 +176,9 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         runner = Runner(compiled, saver, models, script, services={**services, **extra},
                         name=agent_name(compiled, args.file))
         runner.preflight()
+        if not args.query and inputs is None and _converses(compiled) and await runner.waiting_for(session) is None:
+            raise UsageError(f"{args.file} is a conversational agent: give the user's message with --query \"...\" "
+                             "(or answer a paused form with --session ID --inputs FILE)")
         interrupts = _on_ctrl_c(runner, printer)
         try:
             request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
@@ -190,6 +193,13 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
             interrupts.close()
         printer.done(runner.outcome)
         return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
+
+
+def _converses(compiled) -> bool:
+    """A conversational agent (Begin's mode) without a Begin form: each turn starts from the user's message."""
+    begin = compiled.plan.nodes.get("begin")
+    params = getattr(begin, "params", None)
+    return getattr(params, "mode", "") == "conversational" and not getattr(params, "inputs", None)
 
 
 class _on_ctrl_c:
@@ -236,7 +246,8 @@ def add_db(command: argparse.ArgumentParser, help: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="compile, run, index, export, serve or tokens; COMMAND --help says more")
 
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
     c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
@@ -257,6 +268,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty",
                    help="pretty: a live view for people (default); jsonl: RAGFlow's events, one per line")
+    r.add_argument("--show-thinking", action="store_true",
+                   help="pretty format: show the model's reasoning (dimmed, apart from the answer); hidden by default")
     add_mcp_config(r)
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
@@ -309,7 +322,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func="server.cli:cmd_serve")
 
     t = sub.add_parser("tokens", help="create, list and revoke API tokens (one tenant per token)")
-    tsub = t.add_subparsers(dest="tokens_command", required=True)
+    tsub = t.add_subparsers(dest="tokens_command", required=True, metavar="ACTION", help="create, list or revoke")
     tc = tsub.add_parser("create", help="print a new token for a tenant (shown once: only its hash is stored)")
     tc.add_argument("--tenant", required=True, help="the tenant the token acts for")
     tl = tsub.add_parser("list", help="list tokens (ids, tenants, dates), never the tokens themselves")
@@ -344,11 +357,51 @@ def command(path: str):
     return getattr(importlib.import_module(module), name)
 
 
+def _printable_streams() -> None:
+    """Whatever a DSL, a query or a model holds, printing it must not fail: text the terminal's encoding
+    cannot show (a lone surrogate, or anything beyond ASCII on an ASCII terminal) is escaped."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (`run ... | head`): stop quietly, as command-line tools do (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())       # so the exit flush does not complain again
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
+def _explain_stem_only() -> None:
+    """Retrieval ran without WordNet: say so once, in words (the logger line is for servers)."""
+    tokenizer = sys.modules.get("runtime.retrieval.tokenizer")
+    if tokenizer is not None and getattr(tokenizer, "STEM_ONLY", False):
+        print("canvas2graph: note: WordNet is not installed, so retrieval matched words by their stems only "
+              "(about 3% of English words then differ from RAGFlow's index); to match RAGFlow exactly, "
+              "install it: apt-get install wordnet-base wordnet-sense-index", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _printable_streams()
     args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(args) -> int:
     from canvas2graph.types import CompileError
     try:
-        return command(args.func)(args)
+        status = command(args.func)(args)
+        _explain_stem_only()
+        return status
     except CompileError as e:
         for d in e.diagnostics:
             print(f"{args.file}: {d}", file=sys.stderr)
@@ -359,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("canvas2graph: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as e:      # the last line of defence: one line, no traceback
         if _is_user_error(e):
             print(f"canvas2graph: {e}", file=sys.stderr)
