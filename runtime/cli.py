@@ -317,6 +317,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "
                         "(default 30)")
+    s.add_argument("--compile-timeout", type=float, default=10.0,
+                   help="seconds one request's DSL may take to compile, in a worker process (default %(default)s)")
+    s.add_argument("--compile-memory-mb", type=int, default=1024,
+                   help="memory one request's DSL may take to compile, beyond the worker's own (default %(default)s)")
+    s.add_argument("--compile-workers", type=int, default=1,
+                   help="worker processes compiling requests' DSLs side by side (default %(default)s)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="server log level (default %(default)s)")
     s.set_defaults(func="server.cli:cmd_serve")

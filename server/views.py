@@ -17,6 +17,11 @@ def diagnostics_of(dsl: Any) -> dict:
     return dsl_diagnostics(dsl)
 
 
+def checked_view(verdict) -> dict:
+    """`{"compiles": bool, "diagnostics": [...]}`: what agent create, update and get report."""
+    return {"compiles": verdict.ok, "diagnostics": verdict.diagnostics}
+
+
 def agent_view(agent: Agent, *, with_dsl: bool = True, checked: dict | None = None) -> dict:
     view = {"id": agent.id, "title": agent.title, "description": agent.description, "avatar": agent.avatar,
             "canvas_category": "agent_canvas", "canvas_type": agent.canvas_type, "tags": agent.tags,
