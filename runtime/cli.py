@@ -39,6 +39,8 @@ def read_source(path: str) -> bytes:
         return Path(path).read_bytes() if path != "-" else sys.stdin.buffer.read()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}")
+    except (UnicodeError, ValueError):      # a name no file system takes (a lone surrogate, a NUL)
+        raise UsageError(f"cannot read {path!r}: not a valid file name")
 
 
 def read_json_file(path: str, what: str) -> Any:
@@ -420,6 +422,10 @@ def _main(args) -> int:
         return 130
     except BrokenPipeError:
         raise
+    except UnicodeEncodeError as e:     # an argument (a path, a URL) holds a lone surrogate
+        print(f"canvas2graph: an argument is not valid text: {e.object[e.start:e.end]!r} cannot be encoded",
+              file=sys.stderr)
+        return 2
     except Exception as e:      # the last line of defence: one line, no traceback
         if _is_user_error(e):
             print(f"canvas2graph: {e}", file=sys.stderr)
