@@ -197,11 +197,18 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
 
 
+MODEL_TYPES = ("LLM", "Agent", "Categorize")
+
+
 def _converses(compiled) -> bool:
-    """A conversational agent (Begin's mode) without a Begin form: each turn starts from the user's message."""
-    begin = compiled.plan.nodes.get("begin")
-    params = getattr(begin, "params", None)
-    return getattr(params, "mode", "") == "conversational" and not getattr(params, "inputs", None)
+    """A conversational agent (Begin's mode, no Begin form) that reads the user's message: a model gets
+    it, or a component refers to {sys.query}. Without one, its first model call would be empty."""
+    nodes = compiled.plan.nodes
+    params = getattr(nodes.get("begin"), "params", None)
+    if getattr(params, "mode", "") != "conversational" or getattr(params, "inputs", None):
+        return False
+    return any(node.component_type in MODEL_TYPES or any(ref.name == "sys.query" for _, ref in node.references())
+               for node in nodes.values())
 
 
 class _on_ctrl_c:
