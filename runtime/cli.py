@@ -178,7 +178,10 @@ async def _run(compiled, models, script, session, args, inputs, printer, mcp=Non
         runner = Runner(compiled, saver, models, script, services={**services, **extra},
                         name=agent_name(compiled, args.file))
         runner.preflight()
-        if not args.query and inputs is None and _converses(compiled) and await runner.waiting_for(session) is None:
+        # a new session's first turn: with no query, its first model call would be empty (a continued
+        # session keeps its last query, or resumes a paused or interrupted turn, as RAGFlow's do)
+        if not args.query and inputs is None and _converses(compiled) \
+                and await saver.aget_tuple({"configurable": {"thread_id": session}}) is None:
             raise UsageError(f"{args.file} is a conversational agent: give the user's message with --query \"...\" "
                              "(or answer a paused form with --session ID --inputs FILE)")
         interrupts = _on_ctrl_c(runner, printer)
