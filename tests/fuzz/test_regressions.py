@@ -33,7 +33,6 @@ def canvas(**components) -> dict:
 
 def stopped_with(doc: dict, query: str = "q") -> str:
     """Run one turn; it must stop, and its reason is returned."""
-    from tests.fuzz.properties import _run  # noqa: F401 - the runner the property uses
     import asyncio
     from langgraph.checkpoint.memory import InMemorySaver
     from runtime.models import ModelFactory
