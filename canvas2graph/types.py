@@ -8,6 +8,7 @@ a failed component raises.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
     from runtime.scripted import Script
 
 Severity = Literal["error", "warning"]
+# A lone UTF-16 surrogate: valid in JSON text ("\ud800") and in a Python str, encodable by nothing.
+# `canvas2graph.text` repairs values with these.
+SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 
 # --- compile time --------------------------------------------------------------------------
@@ -30,6 +35,14 @@ class Diagnostic:
     severity: Severity = "error"
     line: int | None = None      # for JSON syntax errors
     column: int | None = None
+
+    def __post_init__(self) -> None:
+        # a diagnostic quotes the DSL (ids, fields, values), which may hold lone surrogates: whatever
+        # prints or sends it must be able to encode it
+        for name in ("message", "component_id", "field"):
+            value = getattr(self, name)
+            if isinstance(value, str) and SURROGATE.search(value):
+                object.__setattr__(self, name, SURROGATE.sub(REPLACEMENT, value))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ class CompiledCanvas:
     def recursion_limit(self) -> int:
         """Supersteps one turn may take, derived from the DSL: every component once, and each
         container's body as many times as it may pass (Loop: maximum_loop_count; Iteration:
-        the item limit), nested containers multiplied."""
+        the item limit), nested containers multiplied; at most `max_steps()` (a turn always ends)."""
         nodes = self.plan.nodes
         children: dict[str, list[str]] = {}
         for cid, node in nodes.items():
@@ -48,7 +49,7 @@ class CompiledCanvas:
             body = sum(cost(c) for c in children.get(cid, []))
             return 1 + node.max_passes() * (body + 1)
 
-        return sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10
+        return min(sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10, max_steps())
 
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
@@ -88,16 +89,30 @@ def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCa
     """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics.
     `default_llm` is the model of components whose `llm_id` is empty."""
     from compiler.check import check_plan
+    repaired: list[Diagnostic] = []
     try:
-        dsl = load_dsl(source, default_llm=default_llm)
+        dsl = load_dsl(source, default_llm=default_llm, warnings=repaired)
     except CompileError as e:
-        return None, e.diagnostics
+        return None, repaired + e.diagnostics
     out = Collector()
+    out.items.extend(repaired)
     plan = make_plan(dsl, out)
     check_plan(plan, out)
     if out.has_errors:
         return None, out.items
     return CompiledCanvas(plan, out.items, _digest(dsl.raw)), out.items
+
+
+DEFAULT_MAX_STEPS = 100_000
+
+
+def max_steps() -> int:
+    """CANVAS2GRAPH_MAX_STEPS: the most supersteps any turn may take (default 100,000), whatever its
+    containers allow; the turn stops naming this bound when it is reached."""
+    try:
+        return max(10, int(os.environ.get("CANVAS2GRAPH_MAX_STEPS", DEFAULT_MAX_STEPS)))
+    except ValueError:
+        return DEFAULT_MAX_STEPS
 
 
 _CACHE: dict[str, CompiledCanvas] = {}
@@ -123,7 +138,8 @@ def compile_dsl(source: Any, *, default_llm: str | None = None) -> CompiledCanva
 def _source_key(source: Any) -> str | None:
     """The cache key of a source; None when it cannot be hashed (too deep, odd keys): diagnose decides."""
     if isinstance(source, (str, bytes)):
-        return hashlib.sha256(source if isinstance(source, bytes) else source.encode()).hexdigest()
+        # "surrogatepass": JSON text may hold lone surrogates; compile reports them, the key only hashes
+        return hashlib.sha256(source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")).hexdigest()
     try:
         return _digest(source)
     except (RecursionError, TypeError, ValueError):

@@ -7,11 +7,13 @@ Accepted shapes (SPEC 2.1): a bare DSL (`{"components": ...}`), a RAGFlow templa
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
+from canvas2graph.text import REPLACEMENT, SURROGATE
 from compiler.diagnostics import Collector, CompileError
-from compiler.model import CanvasDSL, ComponentEntry
+from compiler.model import CanvasDSL, ComponentEntry, global_problem
 
 # RAGFlow's agent/dsl_migration.py renames these on every load.
 LEGACY_RENAMES = {
@@ -19,7 +21,11 @@ LEGACY_RENAMES = {
     "HierarchicalMerger": "TitleChunker",
     "PDFGenerator": "DocGenerator",
 }
-MAX_DEPTH = 200   # deeper documents are refused rather than risking recursion errors
+# Bounds that keep compiling linear in the input and its memory a small multiple of it (docs/performance.md)
+MAX_DEPTH = 200            # deeper documents are refused rather than risking recursion errors
+MAX_COMPONENTS = 10_000    # RAGFlow's canvases hold tens; each component costs a few KB once planned
+MAX_NESTING = 32           # containers inside containers (an Iteration in a Loop in ...)
+INT64 = (-2 ** 63, 2 ** 63 - 1)   # what the checkpointers' serializer stores
 
 
 def parse_json(text: str | bytes) -> Any:
@@ -34,7 +40,9 @@ def parse_json(text: str | bytes) -> Any:
     except json.JSONDecodeError as e:
         raise CompileError([_diag("invalid-json", f"invalid JSON: {e.msg}", line=e.lineno, column=e.colno)])
     except RecursionError:
-        raise CompileError([_diag("too-deep", f"the document nests deeper than Python can parse")])
+        raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    except ValueError as e:      # an integer literal longer than Python converts (4,300 digits)
+        raise CompileError([_diag("invalid-json", f"invalid JSON: {e}".split(";")[0])])
 
 
 def _diag(code: str, message: str, **kw):
@@ -94,15 +102,18 @@ def migrate(dsl: dict) -> dict:
     return json.loads(text)
 
 
-def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None) -> CanvasDSL:
+def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None,
+             warnings: list | None = None) -> CanvasDSL:
     """Text or parsed JSON -> CanvasDSL. Raises CompileError with diagnostics on structural problems.
-    `default_llm` fills the empty `llm_id`s (see fill_default_llm)."""
+    `default_llm` fills the empty `llm_id`s (see fill_default_llm); `warnings`, when given, receives
+    what was repaired on the way (text that is not Unicode)."""
     doc = parse_json(source) if isinstance(source, (str, bytes)) else source
     if not _check_depth(doc):
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
     dsl = unwrap(doc)
     if dsl is not doc and not _check_depth(dsl):     # a 'dsl' stored as a JSON string
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    dsl = check_values(dsl, warnings if warnings is not None else [])
     if default_llm:
         dsl = fill_default_llm(dsl, default_llm)
     model = build_model(migrate(dsl))
@@ -123,6 +134,90 @@ def title_of(doc: Any) -> str:
             return " ".join(title.split())
         doc = doc.get("dsl") if isinstance(doc.get("dsl"), dict) else doc.get("data")
     return ""
+
+
+# --- values ----------------------------------------------------------------------------------------
+
+
+def _odd(value: Any) -> bool:
+    """A value no JSON reader or checkpointer takes as it is: a lone surrogate (JSON text may escape
+    one: "\\ud800"), NaN or an infinity, an integer outside 64 bits."""
+    if isinstance(value, str):
+        return SURROGATE.search(value) is not None
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not INT64[0] <= value <= INT64[1]
+    return False
+
+
+def check_values(dsl: dict, warnings: list) -> dict:
+    """`dsl` with lone surrogates replaced by U+FFFD (a warning names where), or CompileError naming the
+    component and field of every number that cannot be stored: NaN, infinity, beyond 64 bits.
+
+    One pass over every value finds whether anything is odd at all (most DSLs: no); only then a
+    second pass, bounded by MAX_DEPTH, rebuilds the document and says where."""
+    stack: list[Any] = [dsl]
+    odd = False
+    while stack and not odd:
+        value = stack.pop()
+        if isinstance(value, dict):
+            odd = any(_odd(k) for k in value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        else:
+            odd = _odd(value)
+    if not odd:
+        return dsl
+    errors: list = []
+    replaced: dict[tuple, None] = {}
+    cleaned = _clean(dsl, (), errors, replaced)
+    if errors:
+        raise CompileError(errors)
+    for where in replaced:
+        cid, field = _place(where)
+        warnings.append(_diag("not-unicode", "this text holds a lone UTF-16 surrogate, which is not a character; "
+                              "it was replaced by U+FFFD", component_id=cid, field=field, severity="warning"))
+    return cleaned
+
+
+def _clean(value: Any, path: tuple, errors: list, replaced: dict) -> Any:
+    if isinstance(value, dict):
+        return {_clean(k, path, errors, replaced): _clean(v, path + (k,), errors, replaced) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v, path + (i,), errors, replaced) for i, v in enumerate(value)]
+    if not _odd(value):
+        return value
+    if isinstance(value, str):
+        replaced.setdefault(_field_key(path), None)     # one warning per component field (or top-level key)
+        return SURROGATE.sub(REPLACEMENT, value)
+    cid, field = _place(path)
+    if cid is None and path[:1] not in (("globals",), ("variables",)):
+        return value          # layout and other keys the compiler never reads
+    what = "NaN" if value != value else "infinity" if isinstance(value, float) else "this integer"
+    reason = ("is not a JSON number" if isinstance(value, float)
+              else f"is outside the 64-bit range sessions can store ({INT64[0]} to {INT64[1]})")
+    errors.append(_diag("bad-number", f"{what} {reason}", component_id=cid, field=field))
+    return value
+
+
+def _field_key(path: tuple) -> tuple:
+    """The part of a path a warning names: a component's field (params.content), or a top-level key."""
+    if path[:1] == ("components",):
+        return path[:5] if path[2:3] == ("obj",) else path[:3]
+    return path[:2]
+
+
+def _place(path: tuple) -> tuple[str | None, str | None]:
+    """(component id, field) of a path in the DSL: components.<id>.obj.params.x -> (id, "params.x")."""
+    text = [str(p) for p in path]
+    if len(path) >= 2 and path[0] == "components":
+        rest = text[2:]
+        if rest[:1] == ["obj"]:
+            rest = rest[1:]
+        return text[1], ".".join(rest) or None
+    return None, ".".join(text) or None
 
 
 MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser")
@@ -152,6 +247,9 @@ def build_model(dsl: dict) -> CanvasDSL:
     comps = dsl.get("components")
     if not isinstance(comps, dict):
         raise CompileError([_diag("bad-components", f"'components' must be an object keyed by component id, not {type(comps).__name__}", field="components")])
+    if len(comps) > MAX_COMPONENTS:
+        raise CompileError([_diag("too-many-components", f"the DSL has {len(comps)} components; at most "
+                                  f"{MAX_COMPONENTS} are compiled", field="components")])
     names = _display_names(dsl.get("graph"))
     entries: dict[str, ComponentEntry] = {}
     for cid, raw in comps.items():
@@ -164,6 +262,8 @@ def build_model(dsl: dict) -> CanvasDSL:
     globals_ = dsl.get("globals") if isinstance(dsl.get("globals"), dict) else {}
     if "globals" in dsl and not isinstance(dsl.get("globals"), dict):
         out.error("bad-globals", "'globals' must be an object of sys.* and env.* values", field="globals")
+    _check_globals(globals_, out)
+    _check_parents(entries, out)
     variables = dsl.get("variables")
     if isinstance(variables, list):      # legacy form
         variables = {}
@@ -218,3 +318,40 @@ def _entry(cid: str, raw: Any, display: str, out: Collector) -> ComponentEntry |
     downstream = list(dict.fromkeys(downstream))
     return ComponentEntry(id=cid, component_name=name, params=params, downstream=downstream,
                           parent_id=parent or None, display_name=display)
+
+
+def _check_globals(values: dict, out: Collector) -> None:
+    for key, value in values.items():
+        problem = global_problem(key, value) if isinstance(key, str) else None
+        if problem:
+            out.error("bad-global", f"{problem}, not {_shown(value)}", field=f"globals.{key}")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_parents(entries: dict[str, ComponentEntry], out: Collector) -> None:
+    """Containers hold their body through the body's `parent_id`: a chain of parents must end, within
+    MAX_NESTING levels. Each component's chain is followed at most MAX_NESTING + 1 steps: linear."""
+    for cid, entry in entries.items():
+        chain = [cid]
+        parent = entry.parent_id
+        while parent in entries and len(chain) <= MAX_NESTING:
+            if parent == cid:
+                if len(chain) == 1:
+                    out.error("parent-cycle", "parent_id names the component itself: a container cannot be "
+                              "inside itself", cid, "parent_id")
+                else:
+                    out.error("parent-cycle", "parent_id leads back here (" + " -> ".join(chain + [cid]) +
+                              "): containers cannot be inside each other both ways", cid, "parent_id")
+                break
+            if parent in chain:         # leads into a cycle that does not pass here: reported on its members
+                break
+            chain.append(parent)
+            parent = entries[parent].parent_id
+        else:
+            if parent in entries:
+                out.error("too-deep-nesting", f"containers nest more than {MAX_NESTING} levels deep around this "
+                          "component", cid, "parent_id")

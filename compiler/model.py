@@ -14,6 +14,29 @@ DEFAULT_GLOBALS: dict[str, Any] = {
     "sys.date": "",
 }
 
+MAX_TURNS = 2 ** 53        # counted up by one each turn; a JSON number every client reads exactly
+_TYPES: dict[str, tuple[type, str]] = {
+    "sys.query": (str, "a string"),
+    "sys.user_id": (str, "a string"),
+    "sys.date": (str, "a string"),
+    "sys.files": (list, "a list"),
+    "sys.history": (list, "a list"),
+}
+
+
+def global_problem(name: str, value: Any) -> str | None:
+    """What is wrong with `value` as the system variable `name` ("sys.files must be a list"), or None.
+
+    The DSL's `globals` seed these (checked at compile time), and a VariableAssigner may set them
+    (checked when it runs): every turn's start reads them."""
+    if name == "sys.conversation_turns":
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_TURNS:
+            return "sys.conversation_turns counts the turns so far: it must be a whole number from 0 to 2^53"
+        return None
+    if name in _TYPES and not isinstance(value, _TYPES[name][0]):
+        return f"{name} must be {_TYPES[name][1]}"
+    return None
+
 
 @dataclass
 class ComponentEntry:

@@ -5,6 +5,7 @@ exactly the edges the compiled graph has.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ class CanvasInfo:
 
     entries: dict[str, ComponentEntry]
     nodes: dict[str, Any] = field(default_factory=dict)     # filled once every component is built
+    _items: dict[str, str] | None = None                    # Iteration id -> its IterationItem, built once
 
     def type_of(self, cid: str) -> str | None:
         e = self.entries.get(cid)
@@ -33,11 +35,17 @@ class CanvasInfo:
 
     def iteration_item_for(self, cid: str) -> str | None:
         """The IterationItem of the nearest Iteration around `cid`, which defines {item} and {index}."""
+        if self._items is None:
+            self._items = {}
+            for c, e in self.entries.items():
+                if e.component_name == "IterationItem" and e.parent_id:
+                    self._items.setdefault(e.parent_id, c)
+        seen: set[str] = set()        # compiler.load refuses parent cycles; this only keeps the walk finite
         parent = self.entries[cid].parent_id if cid in self.entries else None
-        while parent and parent in self.entries:
+        while parent and parent in self.entries and parent not in seen:
             if self.entries[parent].component_name == "Iteration":
-                return next((c for c, e in self.entries.items()
-                             if e.parent_id == parent and e.component_name == "IterationItem"), None)
+                return self._items.get(parent)
+            seen.add(parent)
             parent = self.entries[parent].parent_id
         return None
 
@@ -83,16 +91,24 @@ class Plan:
     def loop_container(self, cid: str) -> str | None:
         """The nearest enclosing Loop of a component (for ExitLoop)."""
         parent = self.nodes[cid].parent_id
-        while parent and parent in self.nodes:
+        seen: set[str] = set()
+        while parent and parent in self.nodes and parent not in seen:
             if self.nodes[parent].role == "container" and self.nodes[parent].component_type == "Loop":
                 return parent
+            seen.add(parent)
             parent = self.nodes[parent].parent_id
         return None
 
 
 def node_name(cid: str, taken: set[str]) -> str:
-    """LangGraph reserves ':' and '|' in node names; RAGFlow ids use ':'."""
+    """A LangGraph node name for a component id, unique among `taken`.
+
+    LangGraph reserves ':' and '|' in node names (RAGFlow ids use ':') and names of its own that start
+    with '__' (`__start__`, `__end__`, `__input__`, `__error_handler__<node>`, ...), as does the builder
+    (`__canvas_finish__`): an id starting with '__' gets a prefix."""
     base = cid.replace(":", ".").replace("|", "/")
+    if base.startswith("__"):
+        base = "cpn." + base
     name, n = base, 1
     while name in taken:
         n += 1
@@ -171,7 +187,8 @@ def _edges(plan: Plan) -> list[Edge]:
         elif role == "start":
             container = node.parent_id
             if plan.starts.get(container) == cid:
-                edges += [Edge(cid, t, "item", "next pass") for t in node.downstream]
+                # an empty body (nothing connected yet) makes passes that do nothing: back to the start
+                edges += [Edge(cid, t, "item", "next pass") for t in node.downstream or [cid]]
                 edges += [Edge(cid, t, "item", "done") for t in plan.exits(container)]
         elif role == "exit":
             loop = plan.loop_container(cid)
@@ -211,7 +228,7 @@ def _check_tools(entry: ComponentEntry, out: Collector, tools=None, where: str =
             out.error("no-engine-class", f"tool '{name}' is a canvas operator that RAGFlow's engine cannot run "
                       "either; remove it or replace it with a supported tool", entry.id, field_)
         elif lookup(name) is None and name not in KNOWN_ELSEWHERE:
-            out.error("unknown-component", f"unknown tool component_name '{name}'", entry.id, field_)
+            out.error("unknown-component", f"unknown tool component_name '{name}'{did_you_mean(name)}", entry.id, field_)
         sub = tool.get("params")
         if isinstance(sub, dict) and isinstance(sub.get("tools"), list):
             _check_tools(entry, out, sub["tools"], f"{where}.{i}.params.tools")
@@ -230,8 +247,22 @@ def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
                   "that builds a dataset), not to an agent canvas: canvas2graph runs agent canvases only",
                   entry.id, "obj.component_name")
     else:
-        out.error("unknown-component", f"unknown component_name '{name}'", entry.id, "obj.component_name")
+        out.error("unknown-component", f"unknown component_name '{name}'{did_you_mean(name)}", entry.id,
+                  "obj.component_name")
     return None
+
+
+def did_you_mean(name: str) -> str:
+    """"; did you mean 'Categorize'?" for a misspelt component name, or ""."""
+    from nodes.registry import REGISTRY
+    lookup(name)              # loads the component families, which fill the registry
+    known = sorted(set(REGISTRY) | KNOWN_ELSEWHERE)
+    by_case = {k.lower(): k for k in known}
+    close = [by_case[name.lower()]] if name.lower() in by_case else \
+        difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
 
 
 def _params_for(entry: ComponentEntry, spec: ComponentSpec, out: Collector):

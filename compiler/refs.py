@@ -17,15 +17,57 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-# SPEC 4.1: the canonical pattern. Group 1 is the expression.
-REF_PATTERN = re.compile(
-    r"\{* *\{([a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+)\} *\}*",
-    re.IGNORECASE | re.DOTALL,
-)
+# SPEC 4.1: the canonical pattern, `\{* *\{(expr)\} *\}*`. Group 1 is the expression. It is kept for
+# reference and for single matches; scanning a text uses `_find_refs`, which gives the same matches in
+# linear time (the pattern's leading `\{* *` makes a regex scan quadratic on text full of `{` or spaces).
+_EXPR = r"[a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+"
+REF_PATTERN = re.compile(r"\{* *\{(" + _EXPR + r")\} *\}*", re.IGNORECASE | re.DOTALL)
 # Inside an Iteration, {item}, {index} and {result} alias the IterationItem's outputs.
 ITERATION_ALIAS_PATTERN = re.compile(r"\{* *\{(item|index|result)\} *\}*")
-JINJA_PATTERN = re.compile(r"\{%.*%\}|\{\{|\}\}", re.DOTALL)
-BARE_REF = re.compile(r"^(?:[a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+)$")
+BARE_REF = re.compile(r"^(?:" + _EXPR + r")$")
+# the core of each pattern: a regex finds these in linear time (they start with a literal brace and
+# their expression cannot contain one), and `_find` widens each to the full match
+_REF_CORE = re.compile(r"\{(" + _EXPR + r")\}", re.IGNORECASE)
+_ALIAS_CORE = re.compile(r"\{(item|index|result)\}")
+_RIGHT = re.compile(r" *\}*")
+
+
+@dataclass(frozen=True)
+class _Match:
+    """One reference in a text: the whole spliced match [start, end) and the inner `{expr}` [inner, inner_end)."""
+
+    start: int
+    end: int
+    inner: int
+    inner_end: int
+    expr: str
+
+
+def _find(core: re.Pattern, text: str) -> list[_Match]:
+    r"""The matches `\{* *<core> *\}*` would give with `finditer`, found in linear time.
+
+    Each core `{expr}` is widened leftwards over spaces, then braces (never past the previous match),
+    and rightwards over spaces, then braces: what the regex's greedy prefix and suffix take.
+    """
+    found: list[_Match] = []
+    floor = 0
+    for m in core.finditer(text):
+        left = text[floor:m.start()]
+        without_spaces = left.rstrip(" ")
+        start = floor + len(without_spaces.rstrip("{"))
+        end = _RIGHT.match(text, m.end()).end()
+        found.append(_Match(start, end, m.start(), m.end(), m.group(1)))
+        floor = end
+    return found
+
+
+def has_jinja(text: str) -> bool:
+    """Whether `text` looks like a Jinja template (`{{`, `}}` or `{% ... %}`), in linear time."""
+    if "{{" in text or "}}" in text:
+        return True
+    opening = text.find("{%")
+    return opening >= 0 and text.find("%}", opening + 2) >= 0
+
 
 RefKind = Literal["global", "component"]
 
@@ -91,31 +133,26 @@ def parse_template(text: str, *, iteration_aliases: bool = False) -> Template:
     exact: list[str | Ref] = []
     refs: list[Ref] = []
     aliases: list[str] = []
-    matches = [(m, parse_ref(m.group(1))) for m in REF_PATTERN.finditer(text)]
+    matches = [(m, parse_ref(m.expr)) for m in _find(_REF_CORE, text)]
     if iteration_aliases:
-        for m in ITERATION_ALIAS_PATTERN.finditer(text):
-            # skip only an alias inside a reference's expression: a match's surrounding spaces may
-            # overlap a neighbouring reference's ("{sys.query} {item}"), and both must count
-            if not any(a.start(1) <= m.start(1) < a.end(1) for a, _ in matches):
-                alias = m.group(1)
-                aliases.append(alias)
-                matches.append((m, Ref(expr=alias, kind="component", name="", key=alias)))
-        matches.sort(key=lambda pair: pair[0].start())
+        # an alias's surrounding spaces may overlap a neighbouring reference's ("{sys.query} {item}"):
+        # both count (a reference's expression holds no brace, so no alias lies inside one)
+        for m in _find(_ALIAS_CORE, text):
+            aliases.append(m.expr)
+            matches.append((m, Ref(expr=m.expr, kind="component", name="", key=m.expr)))
+        matches.sort(key=lambda pair: pair[0].start)
     pos_s = 0
     pos_e = 0
     for m, ref in matches:
         refs.append(ref)
         # spliced: the whole match goes, spaces and extra braces included
-        spliced.append(text[pos_s:m.start()])
+        spliced.append(text[pos_s:m.start])
         spliced.append(ref)
-        pos_s = m.end()
+        pos_s = max(pos_s, m.end)
         # exact: only the innermost "{expr}" goes
-        inner = m.group(0)
-        inner_start = m.start() + inner.rfind("{", 0, inner.index(m.group(1)))
-        inner_end = inner_start + len(m.group(1)) + 2
-        exact.append(text[pos_e:inner_start])
+        exact.append(text[pos_e:m.inner])
         exact.append(ref)
-        pos_e = inner_end
+        pos_e = m.inner_end
     spliced.append(text[pos_s:])
     exact.append(text[pos_e:])
     return Template(
@@ -123,7 +160,7 @@ def parse_template(text: str, *, iteration_aliases: bool = False) -> Template:
         refs=tuple(refs),
         spliced=tuple(p for p in spliced if p != ""),
         exact=tuple(p for p in exact if p != ""),
-        has_jinja=bool(JINJA_PATTERN.search(text)),
+        has_jinja=has_jinja(text),
         aliases=tuple(aliases),
     )
 

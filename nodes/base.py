@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
 from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
 from runtime.state import LAST, OUT_PREFIX, OUTPUTS, channel, outputs_of, with_outputs
-from runtime.values import PENDING, is_pending
+from runtime.values import PENDING, is_pending, unstorable
 
 if TYPE_CHECKING:
     from compiler.model import ComponentEntry
@@ -122,6 +122,9 @@ class Node:
             else:
                 async with (deadline := asyncio.timeout(timeout)):
                     result = await self.run(state, ctx)
+            problem = unstorable(result.outputs) or unstorable(result.writes)
+            if problem:     # a hostile or runaway canvas stops here, naming this component and the bound
+                raise ValueError(problem)
         except (ComponentError, GraphBubbleUp):     # GraphBubbleUp: interrupt() and friends, not failures
             raise
         except Exception as e:       # any failure inside a component is that component's error

@@ -183,7 +183,9 @@ class ExitLoop(Node):
     def prepare(self) -> None:
         parent = self.parent_id
         self.inner: list[str] = []          # Iterations between this ExitLoop and its Loop, innermost first
-        while parent and parent in self.canvas.entries and self.canvas.entries[parent].component_name != "Loop":
+        # (compiler.load refuses parent cycles; the `not in` only keeps this walk finite regardless)
+        while parent and parent in self.canvas.entries and parent not in self.inner \
+                and self.canvas.entries[parent].component_name != "Loop":
             self.inner.append(parent)
             parent = self.canvas.entries[parent].parent_id
         self.loop = parent if parent in self.canvas.entries else None

@@ -6,18 +6,18 @@ import re
 import time
 from typing import Any
 
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
+from nodes import jinja
 from nodes.base import ComponentError, Node, Params, Result, stream_writer
 from nodes.downloads import shown_text
+from nodes.jinja import replace_names
 from nodes.llm import stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel, merge_reference, outputs_of
 from runtime.values import is_pending, resolve
 
-_JINJA = SandboxedEnvironment()
 
 
 class MessageParams(Params):
@@ -140,9 +140,10 @@ class Message(Node):
         text = "".join(p if isinstance(p, str) else _sanitised(p.expr) for p in t.exact)
         if t.has_jinja:
             try:
-                text = _JINJA.from_string(text).render(**{_sanitised(k): v for k, v in values.items()})
+                text = jinja.render(jinja.compile_template(text), {_sanitised(k): v for k, v in values.items()})
+            except jinja.TemplateLimit:
+                raise         # a bound, not a template RAGFlow would fail on
             except Exception:
                 pass          # RAGFlow falls back to the raw text when Jinja fails
-        for expr in values:
-            text = text.replace(_sanitised(expr), shown[expr])
+        text = replace_names(text, {_sanitised(expr): shown[expr] for expr in values})
         return text, shown, writes

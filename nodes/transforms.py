@@ -12,16 +12,15 @@ import re
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import Field, field_validator, model_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.refs import JINJA_PATTERN, Ref, Template
+from compiler.refs import Ref, Template, has_jinja
+from nodes import jinja
 from nodes.base import Node, Params, Result, require_ref, settle_pending, template
 from nodes.registry import register
 from runtime.values import as_json_text, render, resolve
 
-_JINJA = SandboxedEnvironment()
 
 
 def _unique(refs) -> list[Ref]:
@@ -106,9 +105,9 @@ class StringTransform(Node):
         self.named_script = "".join(part if isinstance(part, str) else _sanitised(part.expr)
                                     for part in self.script.exact)
         self.jinja = None
-        if JINJA_PATTERN.search(self.named_script):
+        if has_jinja(self.named_script):
             try:
-                self.jinja = _JINJA.from_string(self.named_script)
+                self.jinja = jinja.compile_template(self.named_script)
             except TemplateSyntaxError as e:
                 raise NodeConfigError("params.script", f"the script is not a valid Jinja template: {e.message}") from e
 
@@ -135,11 +134,12 @@ class StringTransform(Node):
         text = self.named_script
         if self.jinja is not None:
             try:
-                text = self.jinja.render(**names)
+                text = jinja.render(self.jinja, names)
+            except jinja.TemplateLimit:
+                raise                      # a bound, not a template RAGFlow would fail on
             except Exception:
                 pass                       # RAGFlow keeps the unrendered script when Jinja fails
-        for name, value in names.items():
-            text = text.replace(name, value)
+        text = jinja.replace_names(text, names)
         return Result(outputs={"result": text}, inputs=inputs, writes=writes)
 
     def _split(self, state, writes) -> Result:

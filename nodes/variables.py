@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
+from compiler.model import global_problem
 from compiler.refs import Ref, Template
 from nodes.base import Node, Params, Result, is_pending, require_ref, settle_pending, template
 from nodes.registry import register
@@ -206,6 +207,9 @@ class VariableAssigner(Node):
     def _write(view: dict, writes: dict, target: Ref, value: Any) -> None:
         """RAGFlow's set_variable_value, applied to the local view and recorded as channel writes."""
         if target.kind == "global":
+            problem = global_problem(target.name, value)
+            if problem:         # every turn's start reads the system variables
+                raise TypeError(f"{problem}, not a {type(value).__name__}")
             view[GLOBALS] = {**(view.get(GLOBALS) or {}), target.name: value}
             writes.setdefault(GLOBALS, {})[target.name] = value
             return

@@ -40,6 +40,8 @@ def read_source(path: str) -> bytes:
         return Path(path).read_bytes() if path != "-" else sys.stdin.buffer.read()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}")
+    except (UnicodeError, ValueError):      # a name no file system takes (a lone surrogate, a NUL)
+        raise UsageError(f"cannot read {path!r}: not a valid file name")
 
 
 def read_json_file(path: str, what: str) -> Any:
@@ -115,7 +117,7 @@ def cmd_run(args) -> int:
     files, inputs = upload_files(args.upload or [], inputs)
     environment = run_environment(args)
     session = args.session or str(uuid.uuid4())
-    printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session)
+    printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session, show_thinking=args.show_thinking)
     try:
         return asyncio.run(_run(compiled, environment, session, args, inputs, printer, files))
     finally:
@@ -175,6 +177,12 @@ async def _run(compiled, environment, session, args, inputs, printer, files=None
         runner = Runner(compiled, saver, context.models, context.script, services=context.services,
                         name=agent_name(compiled, args.file))
         runner.preflight()
+        # a new session's first turn: with no query, its first model call would be empty (a continued
+        # session keeps its last query, or resumes a paused or interrupted turn, as RAGFlow's do)
+        if not args.query and inputs is None and _converses(compiled) \
+                and await saver.aget_tuple({"configurable": {"thread_id": session}}) is None:
+            raise UsageError(f"{args.file} is a conversational agent: give the user's message with --query \"...\" "
+                             "(or answer a paused form with --session ID --inputs FILE)")
         interrupts = _on_ctrl_c(runner, printer)
         try:
             request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
@@ -190,6 +198,20 @@ async def _run(compiled, environment, session, args, inputs, printer, files=None
             await environment.aclose()
         printer.done(runner.outcome)
         return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
+
+
+MODEL_TYPES = ("LLM", "Agent", "Categorize")
+
+
+def _converses(compiled) -> bool:
+    """A conversational agent (Begin's mode, no Begin form) that reads the user's message: a model gets
+    it, or a component refers to {sys.query}. Without one, its first model call would be empty."""
+    nodes = compiled.plan.nodes
+    params = getattr(nodes.get("begin"), "params", None)
+    if getattr(params, "mode", "") != "conversational" or getattr(params, "inputs", None):
+        return False
+    return any(node.component_type in MODEL_TYPES or any(ref.name == "sys.query" for _, ref in node.references())
+               for node in nodes.values())
 
 
 class _on_ctrl_c:
@@ -236,7 +258,8 @@ def add_db(command: argparse.ArgumentParser, help: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="compile, run, index, export, serve or tokens; COMMAND --help says more")
 
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
     c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
@@ -257,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty",
                    help="pretty: a live view for people (default); jsonl: RAGFlow's events, one per line")
+    r.add_argument("--show-thinking", action="store_true",
+                   help="pretty format: show the model's reasoning (dimmed, apart from the answer); hidden by default")
     add_mcp_config(r)
     r.add_argument("--retrieval", help="retrieval backend: elasticsearch://[user:pass@]host:port or sqlite:///path "
                                        "(default: retrieval.db beside the sessions database)")
@@ -311,12 +336,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "
                         "(default 30)")
+    s.add_argument("--compile-timeout", type=float, default=10.0,
+                   help="seconds one request's DSL may take to compile, in a worker process (default %(default)s)")
+    s.add_argument("--compile-memory-mb", type=int, default=1024,
+                   help="memory one request's DSL may take to compile, beyond the worker's own (default %(default)s)")
+    s.add_argument("--compile-workers", type=int, default=1,
+                   help="worker processes compiling requests' DSLs side by side (default %(default)s)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="server log level (default %(default)s)")
     s.set_defaults(func="server.cli:cmd_serve")
 
     t = sub.add_parser("tokens", help="create, list and revoke API tokens (one tenant per token)")
-    tsub = t.add_subparsers(dest="tokens_command", required=True)
+    tsub = t.add_subparsers(dest="tokens_command", required=True, metavar="ACTION", help="create, list or revoke")
     tc = tsub.add_parser("create", help="print a new token for a tenant (shown once: only its hash is stored)")
     tc.add_argument("--tenant", required=True, help="the tenant the token acts for")
     tl = tsub.add_parser("list", help="list tokens (ids, tenants, dates), never the tokens themselves")
@@ -351,11 +382,51 @@ def command(path: str):
     return getattr(importlib.import_module(module), name)
 
 
+def _printable_streams() -> None:
+    """Whatever a DSL, a query or a model holds, printing it must not fail: text the terminal's encoding
+    cannot show (a lone surrogate, or anything beyond ASCII on an ASCII terminal) is escaped."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (`run ... | head`): stop quietly, as command-line tools do (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())       # so the exit flush does not complain again
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
+def _explain_stem_only() -> None:
+    """Retrieval ran without WordNet: say so once, in words (the logger line is for servers)."""
+    tokenizer = sys.modules.get("runtime.retrieval.tokenizer")
+    if tokenizer is not None and getattr(tokenizer, "STEM_ONLY", False):
+        print("canvas2graph: note: WordNet is not installed, so retrieval matched words by their stems only "
+              "(about 3% of English words then differ from RAGFlow's index); to match RAGFlow exactly, "
+              "install it: apt-get install wordnet-base wordnet-sense-index", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _printable_streams()
     args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(args) -> int:
     from canvas2graph.types import CompileError
     try:
-        return command(args.func)(args)
+        status = command(args.func)(args)
+        _explain_stem_only()
+        return status
     except CompileError as e:
         for d in e.diagnostics:
             print(f"{args.file}: {d}", file=sys.stderr)
@@ -366,6 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("canvas2graph: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
+    except UnicodeEncodeError as e:     # an argument (a path, a URL) holds a lone surrogate
+        print(f"canvas2graph: an argument is not valid text: {e.object[e.start:e.end]!r} cannot be encoded",
+              file=sys.stderr)
+        return 2
     except Exception as e:      # the last line of defence: one line, no traceback
         if _is_user_error(e):
             print(f"canvas2graph: {e}", file=sys.stderr)

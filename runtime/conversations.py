@@ -164,13 +164,16 @@ class Conversations:
         (the session's DSL has errors), a model configuration error, or `TurnRejected` (a paused
         session without the inputs it waits for).
         """
-        compiled = compile_dsl(session.dsl_text or session.dsl)
+        # compiling (cached by content) and building the graph are CPU work: a thread keeps the loop serving
+        compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)
         models, script = self.models()
         services = self.services(compiled) if callable(self.services) else self.services
         # the tenant scopes what the run may read on its behalf (uploaded files: runtime.files)
         services = {**services, "tenant": session.tenant}
-        runner = Runner(compiled, self.store.checkpointer, models, script, services=services,
-                        name=await self._trace_name(session), tenant=session.tenant)
+        name = await self._trace_name(session)
+        # building the graph is CPU work too: a thread keeps the loop serving
+        runner = await asyncio.to_thread(lambda: Runner(compiled, self.store.checkpointer, models, script,
+                                                        services=services, name=name, tenant=session.tenant))
         runner.preflight()
         await self._take(session.id)
         turn = Turn(session=session, request=request, runner=runner)

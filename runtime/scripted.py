@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from canvas2graph.text import scrub
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -198,6 +199,7 @@ class Script:
                 return cls.load(data)
             except ScriptError as exc:
                 raise type(exc)(f"script file {path}: {exc}") from None
+        source = scrub(source)        # a reply must be text a client can read: no lone surrogates
         if isinstance(source, list):
             return cls(replies=_parse_replies(source, "replies"))
         if not isinstance(source, dict):

@@ -20,13 +20,14 @@ from langgraph._internal._constants import INTERRUPT
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
+from canvas2graph.text import scrub
 from canvas2graph.types import RunContext
 from compiler import CompiledCanvas
-from nodes.begin import resume_value
-from nodes.begin import missing_fields
+from nodes.begin import missing_fields, resume_value
 from runtime.events import FINISH, STREAM_MODES, TurnEvents
 from runtime.state import GLOBALS, HISTORY, REQUEST
 from runtime.tracing import trace_config
+from runtime.values import unstorable
 
 __all__ = ["Runner", "TurnRequest", "TurnOutcome", "TurnRejected", "TurnFailed", "STREAM_MODES", "DURABILITY"]
 
@@ -41,6 +42,14 @@ class TurnRequest:
     inputs: dict[str, Any] | None = None
     user_id: str = ""
     files: list | None = None
+
+    def __post_init__(self) -> None:
+        # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
+        # and what no session can store (NaN, integers beyond 64 bits, ...) is refused before it starts
+        self.query, self.inputs, self.user_id, self.files = scrub((self.query, self.inputs, self.user_id, self.files))
+        problem = unstorable({"query": self.query, "inputs": self.inputs, "files": self.files})
+        if problem:
+            raise TurnRejected(f"the request cannot be stored: {problem.replace('output ', '')}")
 
     def graph_input(self) -> dict[str, Any]:
         """The request as the graph's input (`CanvasInput`)."""

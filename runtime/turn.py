@@ -20,6 +20,13 @@ def now_text() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def next_turn(count: Any) -> int:
+    """The turn number after `count`; a count that is no whole number (a session saved by an older
+    version, say) starts again from 1 rather than failing every later turn."""
+    ok = isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 2 ** 53
+    return count + 1 if ok else 1
+
+
 def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping[str, Any],
                  query: Any = "", inputs: Mapping[str, Any] | None = None,
                  user_id: str = "", files: list | None = None) -> dict[str, Any]:
@@ -36,7 +43,7 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
         globals_["sys.user_id"] = user_id
     if files:
         globals_["sys.files"] = files
-    globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
+    globals_["sys.conversation_turns"] = next_turn(globals_.get("sys.conversation_turns"))
     history.append(["user", query])
     globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
     update: dict[str, Any] = {OUTPUTS: None, LOOPS: None}     # every component starts the turn afresh
@@ -115,7 +122,7 @@ def resume_update(previous: Mapping[str, Any], *, query: str = "", inputs: Mappi
     globals_["sys.date"] = now_text()
     if query:
         globals_["sys.query"] = query
-    globals_["sys.conversation_turns"] = int(globals_.get("sys.conversation_turns") or 0) + 1
+    globals_["sys.conversation_turns"] = next_turn(globals_.get("sys.conversation_turns"))
     globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
     return {GLOBALS: globals_, HISTORY: list(previous.get(HISTORY) or []) + [["user", query]],
             REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True}}

@@ -5,6 +5,8 @@ Nothing here scans text: templates were parsed at compile time (`compiler.refs`)
 from __future__ import annotations
 
 import json
+import math
+import os
 from typing import Any, Callable, Iterable, Mapping
 
 from compiler.refs import Ref, Template
@@ -82,8 +84,13 @@ def render(template: Template, state: Mapping[str, Any], *, spliced: bool = Fals
     if template.is_literal:
         return template.text if not spliced else "".join(parts)  # type: ignore[arg-type]
     out: list[str] = []
+    size, limit = 0, max_output_chars()
     for part in parts:
-        out.append(part if isinstance(part, str) else to_text(resolve(state, part, aliases)))
+        text = part if isinstance(part, str) else to_text(resolve(state, part, aliases))
+        size += len(text)
+        if size > limit:          # a text that repeats a large value: stop before building it
+            raise ValueError(f"the text passes {limit:,} characters (CANVAS2GRAPH_MAX_OUTPUT_CHARS)")
+        out.append(text)
     return "".join(out)
 
 
@@ -96,3 +103,52 @@ def ref_values(refs: Iterable[Ref], state: Mapping[str, Any], aliases: Mapping[s
         except ReferenceError_:
             values[ref.expr] = None
     return values
+
+
+# --- what a component may write -------------------------------------------------------------------
+INT64 = (-2 ** 63, 2 ** 63 - 1)          # what the checkpointers' serializer stores
+MAX_NESTING = 100                       # JSON readers and the serializer recurse per level
+DEFAULT_MAX_OUTPUT_CHARS = 8_000_000
+
+
+def max_output_chars() -> int:
+    """CANVAS2GRAPH_MAX_OUTPUT_CHARS: the size one component's outputs may reach (characters of text plus
+    items of lists and objects, default 8,000,000); a loop that doubles a text stops there."""
+    try:
+        return max(1000, int(os.environ.get("CANVAS2GRAPH_MAX_OUTPUT_CHARS", DEFAULT_MAX_OUTPUT_CHARS)))
+    except ValueError:
+        return DEFAULT_MAX_OUTPUT_CHARS
+
+
+def unstorable(outputs: Mapping[str, Any], limit: int | None = None) -> str | None:
+    """Why `outputs` cannot be kept in a session and sent as events, or None when they can.
+
+    A component's outputs go into the checkpoint (msgpack: integers of at most 64 bits) and into
+    JSON events (no NaN or infinity), and a pass of a Loop can grow them without end; so each
+    output is walked once, stopping at the first problem or when the size bound is passed.
+    """
+    budget = limit if limit is not None else max_output_chars()
+    for key, value in outputs.items():
+        stack = [(value, 0)]
+        while stack:
+            v, depth = stack.pop()
+            if isinstance(v, str):
+                budget -= len(v)
+            elif isinstance(v, bool) or v is None:
+                pass
+            elif isinstance(v, int):
+                if not INT64[0] <= v <= INT64[1]:
+                    return f"output '{key}' holds an integer beyond 64 bits, which a session cannot store"
+            elif isinstance(v, float):
+                if not math.isfinite(v):
+                    return f"output '{key}' holds {v}, which is not a JSON number"
+            elif isinstance(v, (list, tuple, dict)):
+                if depth >= MAX_NESTING:
+                    return f"output '{key}' nests deeper than {MAX_NESTING} levels"
+                budget -= len(v)
+                items = v.values() if isinstance(v, dict) else v
+                stack.extend((x, depth + 1) for x in items)
+            if budget < 0:
+                return (f"the outputs exceed {limit if limit is not None else max_output_chars():,} characters "
+                        "(CANVAS2GRAPH_MAX_OUTPUT_CHARS)")
+    return None

@@ -36,9 +36,13 @@ def version_title(author: str, agent_title: str, when: float | None = None) -> s
     return f"{(author or '').strip() or 'tenant'}_{(agent_title or '').strip() or 'agent'}_{stamp}"
 
 
-async def record_version(store: Store, agent: Agent, *, author: str, released: bool = False) -> Version:
-    """Keep the agent's current DSL as a version (compiled off the event loop: a large DSL takes a while)."""
-    diagnostics = await asyncio.to_thread(dsl_diagnostics, agent.dsl)
+async def record_version(store: Store, agent: Agent, *, author: str, released: bool = False,
+                         diagnostics: dict | None = None) -> Version:
+    """Keep the agent's current DSL as a version (compiled off the event loop: a large DSL takes a while;
+    `diagnostics`, when the caller has them already, spares compiling again: the server's come from a
+    compile worker with a time and memory budget)."""
+    if diagnostics is None:
+        diagnostics = await asyncio.to_thread(dsl_diagnostics, agent.dsl)
     return await store.save_version(agent.tenant, agent.id, agent.dsl, title=version_title(author, agent.title),
                                     diagnostics=diagnostics, created_by=author, released=released,
                                     description=agent.description)

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from runtime.conversations import Conversations
 from runtime.store import open_store
 from runtime.tracing import flush as flush_traces
+from server.compiling import CompileWorkers
 from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
@@ -44,9 +45,13 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     run_services = RunServices(config, services)
     model_source = models or run_services.models
 
+    compilers = CompileWorkers(config.compile_workers, config.compile_timeout, config.compile_memory_mb)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         try:
+            await compilers.start()
+            app.state.compilers = compilers
             async with open_store(config.db) as store:
                 async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
                     app.state.store = store
@@ -57,6 +62,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                         tune_gc()
                         yield
         finally:
+            await compilers.close()
             await run_services.aclose()
             await asyncio.to_thread(flush_traces)      # what the tracers still hold (nothing when tracing is off)
 

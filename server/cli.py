@@ -23,11 +23,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-body-mb must be positive")
     if args.busy_wait < 0:
         raise UsageError("--busy-wait must be zero or more seconds")
+    if args.compile_timeout <= 0 or args.compile_memory_mb <= 0 or args.compile_workers < 1:
+        raise UsageError("--compile-timeout, --compile-memory-mb and --compile-workers must be positive")
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
-                          default_llm=args.default_llm)
+                          default_llm=args.default_llm, compile_timeout=args.compile_timeout,
+                          compile_memory_mb=args.compile_memory_mb, compile_workers=args.compile_workers)
     from runtime.mcp import MCPConfigError
     from runtime.sandbox import CodePolicyError
     from runtime.scripted import ScriptError

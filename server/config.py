@@ -18,3 +18,7 @@ class ServerConfig:
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
     default_llm: str | None = None            # model@Factory for components stored with an empty llm_id
+    compile_timeout: float = 10.0             # seconds one DSL may take to compile (in a worker process)
+    compile_memory_mb: int = 1024             # memory one compile may use beyond the worker's own
+    compile_workers: int = 1                  # worker processes that compile requests' DSLs
+

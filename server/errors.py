@@ -2,9 +2,13 @@
 
 Success is `{"code": 0, "data": ...}`; failure `{"code": <RetCode>, "message": ...}` (plus `data` where
 it helps, e.g. a DSL's diagnostics). RAGFlow answers both with HTTP 200, and its clients read the
-code, so the RAGFlow routes do the same. The compile-and-run routes (`/api/v1/graphs/...`), the
-OpenAI-compatible mode and the artifact downloads also set a matching HTTP status, because their
-clients (the `openai` package, plain HTTP tools, browsers) look at the status first.
+code, so the RAGFlow routes do the same for what a request asks (an unknown agent, a DSL that does
+not compile, a busy session). A malformed request (ARGUMENT_ERROR: a body that is no JSON object, a
+missing or mistyped field, a number out of range, text that is not Unicode) is a 4xx on every route,
+in the same shape: the request itself is wrong, and HTTP says so to any client. The compile-and-run
+routes (`/api/v1/graphs/...`), the OpenAI-compatible mode and the artifact downloads set a matching
+HTTP status for every error, because their clients (the `openai` package, plain HTTP tools,
+browsers) look at the status first. No input gets a 500: that is left for the server's own bugs.
 """
 from __future__ import annotations
 
@@ -74,7 +78,8 @@ def wants_http_status(request: Request) -> bool:
 
 
 def error_response(request: Request, error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status if wants_http_status(request) else 200)
+    malformed = error.code == RetCode.ARGUMENT_ERROR and 400 <= error.status < 500
+    return JSONResponse(error.body(), status_code=error.status if malformed or wants_http_status(request) else 200)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -109,6 +114,10 @@ def install_error_handlers(app: FastAPI) -> None:
         elif exc.status_code == 405:
             error = ApiError(RetCode.ARGUMENT_ERROR, f"method {request.method} is not allowed on {request.url.path}",
                              status=405)
+        elif exc.status_code == 400:        # FastAPI could not read the body (nested too deeply, say)
+            cause = exc.__cause__
+            why = f": {type(cause).__name__}" if cause is not None else ""
+            error = ApiError(RetCode.ARGUMENT_ERROR, f"the request body cannot be read as JSON{why}", status=400)
         else:
             error = ApiError(exc.status_code, str(exc.detail), status=exc.status_code)
         # unknown routes and methods are HTTP-level errors: keep their status for every client

@@ -1,10 +1,19 @@
 """Request bodies: a body over the limit is refused before any handler parses it, and a JSON body is read
-as JSON whatever its declared type (`curl -d` says form-urlencoded; RAGFlow reads the JSON anyway)."""
+as JSON whatever its declared type (`curl -d` says form-urlencoded; RAGFlow reads the JSON anyway).
+A JSON body must be text: bytes that are not UTF-8, or a lone UTF-16 surrogate escaped in a string
+("\\ud800", valid JSON that no database, log or client can encode), are refused with a 400 naming the
+problem, before any handler stores or echoes them."""
 from __future__ import annotations
 
 import json
+import re
 
+from canvas2graph.text import has_surrogate
 from server.errors import RetCode
+
+# a JSON escape of a UTF-16 surrogate (\ud800-\udfff): pairs are fine, lone ones are not; only bodies
+# with one are parsed here to tell which
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class BodyLimit:
@@ -44,9 +53,14 @@ class BodyLimit:
         body = b"".join(chunks)
         headers = list(scope.get("headers") or [])
         declared_type = dict(headers).get(b"content-type", b"")
-        if b"json" not in declared_type and body.lstrip()[:1] in (b"{", b"["):
+        looks_json = body.lstrip()[:1] in (b"{", b"[")
+        if b"json" not in declared_type and looks_json:
             headers = [(k, v) for k, v in headers if k != b"content-type"] + [(b"content-type", b"application/json")]
             scope = {**scope, "headers": headers}
+        if b"json" in declared_type or looks_json:
+            problem = not_text(body)
+            if problem:
+                return await self._refuse(send, 400, problem)
         replayed = False
 
         async def replay():
@@ -68,3 +82,21 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+def not_text(body: bytes) -> str | None:
+    """Why a JSON body is not text, or None."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"the request body is not UTF-8 text ({e.reason} at byte {e.start})"
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None                 # not JSON: the handler says so
+    if has_surrogate(value):
+        return ("the request body holds a lone UTF-16 surrogate (an escape such as \\ud800 without its pair), "
+                "which is not a character: send the text as UTF-8")
+    return None

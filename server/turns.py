@@ -6,39 +6,49 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from compiler import CompileError, compile_dsl
+from canvas2graph.types import Diagnostic
+from compiler import CompileError
 from runtime.conversations import SessionBusy, Turn
 from runtime.models import ModelConfigError
 from runtime.scripted import ScriptError
 from runtime.session import TurnRejected, TurnRequest
 from runtime.store import Session
 from server import replies
-from server.errors import ApiError, RetCode, data_error, ok
+from server.compiling import Verdict, compile_in_thread
+from server.errors import ApiError, RetCode, argument_error, data_error, ok
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 
 
-def _diagnostics_error(diagnostics: list, what: str) -> ApiError:
-    errors = [d for d in diagnostics if d.severity == "error"]
+def diagnostics_error(diagnostics: list[dict], what: str) -> ApiError:
+    errors = [Diagnostic(**d) for d in diagnostics if d.get("severity") == "error"]
     first = f": {errors[0]}" if errors else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return data_error(f"{what} does not compile{first}{more}", data={"diagnostics": [d.to_dict() for d in diagnostics]})
+    return data_error(f"{what} does not compile{first}{more}", data={"diagnostics": diagnostics})
 
 
-def require_compiles(dsl: Any, what: str) -> None:
-    """Refuse to run a DSL with errors, listing them all (before any session is created for it).
-    `compile_dsl` caches by content, so checking costs nothing after the first run of a DSL."""
+async def check(request: Request, dsl: Any) -> Verdict:
+    """The verdict on a DSL, from a compile worker (server/compiling.py): the loop never compiles."""
+    return await request.app.state.compilers.check(dsl)
+
+
+async def require_compiles(request: Request, dsl: Any, what: str) -> None:
+    """Refuse to run a DSL with errors, listing them all (before any session is created for it); then
+    compile it for running, in a thread (`compile_dsl` caches by content: once per DSL)."""
+    verdict = await check(request, dsl)
+    if not verdict.ok:
+        raise diagnostics_error(verdict.diagnostics, what)
     try:
-        compile_dsl(dsl)
+        await compile_in_thread(dsl)
     except CompileError as e:
-        raise _diagnostics_error(e.diagnostics, what)
+        raise diagnostics_error([d.to_dict() for d in e.diagnostics], what)
 
 
 async def start_turn(request: Request, session: Session, turn_request: TurnRequest) -> Turn:
     try:
         return await request.app.state.conversations.start(session, turn_request)
     except CompileError as e:
-        raise _diagnostics_error(e.diagnostics, "the session's DSL")
+        raise diagnostics_error([d.to_dict() for d in e.diagnostics], "the session's DSL")
     except SessionBusy as e:
         raise ApiError(RetCode.RUNNING, str(e), status=409)
     except TurnRejected as e:
@@ -67,11 +77,13 @@ async def answer_openai(turn: Turn, *, stream: bool, model: str):
 
 
 def turn_request(query: Any, inputs: Any, user_id: Any, files: Any) -> TurnRequest:
-    from server.errors import argument_error
     if query is not None and not isinstance(query, (str, dict)):
         raise argument_error("`query` must be a string (or an object of Begin inputs)")
     if inputs is not None and not isinstance(inputs, dict):
         raise argument_error("`inputs` must be an object: {field: {type, value}} or {field: value}")
     if files is not None and not isinstance(files, list):
         raise argument_error("`files` must be a list")
-    return TurnRequest(query=query or "", inputs=inputs, user_id=str(user_id or ""), files=files)
+    try:
+        return TurnRequest(query=query or "", inputs=inputs, user_id=str(user_id or ""), files=files)
+    except TurnRejected as e:       # values no session can store (NaN, integers beyond 64 bits, ...)
+        raise argument_error(str(e))

@@ -5,16 +5,15 @@ import time
 from typing import Any
 
 from runtime.store import Agent, Session, Version, WebhookCall
-from runtime.versions import dsl_diagnostics
 
 
 def _date(ms: int) -> str:
     return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(ms / 1000))
 
 
-def diagnostics_of(dsl: Any) -> dict:
-    """`{"compiles": bool, "diagnostics": [...]}` for a DSL: what create, update and get report."""
-    return dsl_diagnostics(dsl)
+def checked_view(verdict) -> dict:
+    """`{"compiles": bool, "diagnostics": [...]}`: what agent create, update and get report."""
+    return {"compiles": verdict.ok, "diagnostics": verdict.diagnostics}
 
 
 def agent_view(agent: Agent, *, with_dsl: bool = True, checked: dict | None = None) -> dict:

@@ -154,6 +154,6 @@ def test_run_does_not_load_the_server(tmp_path):
     dsl.write_text('{"components": {"begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Message:A"]},'
                    ' "Message:A": {"obj": {"component_name": "Message", "params": {"content": ["hi"]}}, "downstream": []}}}')
     loaded = _loaded_after(f"import runtime.cli\nassert runtime.cli.main(['run', {str(dsl)!r}, '--db', {str(tmp_path / 's.db')!r},"
-                           " '--format', 'jsonl']) == 0")
+                           " '--format', 'jsonl', '--query', 'hi']) == 0")
     assert "langgraph" in loaded
     assert not loaded & {"fastapi", "uvicorn", "starlette"}

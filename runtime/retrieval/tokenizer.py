@@ -39,6 +39,10 @@ LEXNAMES = ("adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifa
 POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 
 
+# True once a Tokenizer found no WordNet: it then tokenizes stem-only
+STEM_ONLY = False
+
+
 class TokenizerUnavailable(RuntimeError):
     pass
 
@@ -109,8 +113,10 @@ class Tokenizer:
         self.lemmatizing = _wordnet_ready()
         self._rt = module.RagTokenizer()
         if not self.lemmatizing:
+            global STEM_ONLY
+            STEM_ONLY = True        # the command line explains it once, in words, when it is done
             self._rt._use_lemmatizer = False
-            log.warning("WordNet not found (install Debian's wordnet-base and wordnet-sense-index, or put NLTK's "
+            log.info("WordNet not found (install Debian's wordnet-base and wordnet-sense-index, or put NLTK's "
                         "wordnet under %s): tokenizing stem-only, about 3%% of English tokens differ from RAGFlow's",
                         nltk_data_dir())
         self._lock = threading.Lock()   # the tokenizer keeps no state per call, but datrie is not documented thread-safe

@@ -7,13 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from compiler import diagnose
 from compiler.load import fill_default_llm
 from runtime.store import StoreError
 from runtime.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
-from server.views import agent_view, diagnostics_of, session_view
+from server.turns import check
+from server.views import agent_view, checked_view, session_view
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
 
@@ -65,6 +65,8 @@ def parse_dsl(value: Any, request: Request) -> dict:
             value = json.loads(value)
         except ValueError as e:
             raise argument_error(f"`dsl` is a string but not JSON: {e}")
+        except RecursionError:
+            raise argument_error("`dsl` is a string holding JSON that nests too deeply (a DSL nests at most 200 levels)")
     if not isinstance(value, dict):
         raise argument_error(f"`dsl` must be a JSON object, not {type(value).__name__}")
     default_llm = getattr(request.app.state, "default_llm", None)
@@ -78,13 +80,20 @@ def flag(value: str | None, default: bool = True) -> bool:
     return value.lower() not in ("false", "0", "no")
 
 
-def int_param(value: str | None, name: str, default: int) -> int:
+def int_param(value: str | None, name: str, default: int, lowest: int = -1_000_000, highest: int = 1_000_000) -> int:
+    """A whole-number query parameter within [lowest, highest]: the database counts in 64 bits, and the
+    store clamps pages and page sizes to what exists (page 0 is the first, as RAGFlow's)."""
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        number = int(value) if len(value) <= 20 else None
     except ValueError:
-        raise argument_error(f"`{name}` must be an integer, got {value!r}")
+        number = None
+    if number is None:
+        raise argument_error(f"`{name}` must be an integer, got {value[:40]!r}")
+    if not lowest <= number <= highest:
+        raise argument_error(f"`{name}` must be from {lowest} to {highest:,}, got {number}")
+    return number
 
 
 async def owned_agent(request: Request, tenant_id: str, agent_id: str):
@@ -110,8 +119,9 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
         raise data_error(str(e))
     if body.tags is not None:
         agent.tags = await store(request).set_tags(tenant_id, agent.id, body.tags) or ""
-    version = await record_version(store(request), agent, author=tenant_id, released=truthy(body.release))
-    return ok(agent_view(agent, checked=version.diagnostics))
+    checked = checked_view(await check(request, dsl))       # in a compile worker, within its budget
+    await record_version(store(request), agent, author=tenant_id, released=truthy(body.release), diagnostics=checked)
+    return ok(agent_view(agent, checked=checked))
 
 
 @router.get("/agents", summary="List agents: {canvas, total} (a plain list when filtered by id or title)")
@@ -134,7 +144,7 @@ async def list_agents(request: Request, tenant_id: str = Depends(tenant)):
 @router.get("/agents/{agent_id}", summary="An agent, with its DSL's diagnostics")
 async def get_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     agent = await owned_agent(request, tenant_id, agent_id)
-    return ok(agent_view(agent, checked=diagnostics_of(agent.dsl)))
+    return ok(agent_view(agent, checked=checked_view(await check(request, agent.dsl))))
 
 
 @router.put("/agents/{agent_id}", summary="Update an agent; the reply lists the DSL's diagnostics")
@@ -152,10 +162,11 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
         raise data_error(str(e))
     if agent is None:
         raise not_found(f"agent {agent_id}")
+    checked = checked_view(await check(request, agent.dsl))
     if "dsl" in changes:        # every save of a DSL is kept as a version
-        version = await record_version(store(request), agent, author=tenant_id, released=truthy(body.release))
-        return ok(agent_view(agent, checked=version.diagnostics))
-    return ok(agent_view(agent, checked=diagnostics_of(agent.dsl)))
+        await record_version(store(request), agent, author=tenant_id, released=truthy(body.release),
+                             diagnostics=checked)
+    return ok(agent_view(agent, checked=checked))
 
 
 @router.delete("/agents/{agent_id}", summary="Delete an agent with its sessions")
@@ -179,11 +190,11 @@ async def create_session(request: Request, agent_id: str, body: SessionCreate | 
         dsl, version = await dsl_for_new_session(store(request), agent, release=release)
     except NoReleasedVersion as e:
         raise data_error(str(e))
-    compiled, diags = diagnose(dsl)
-    if compiled is None:
+    verdict = await check(request, dsl)
+    if not verdict.ok:
         raise data_error(f"agent {agent_id} does not compile: fix its DSL first",
-                         data={"diagnostics": [d.to_dict() for d in diags]})
-    prologue = getattr(compiled.plan.nodes["begin"].params, "prologue", "") if "begin" in compiled.plan.nodes else ""
+                         data={"diagnostics": verdict.diagnostics})
+    prologue = verdict.prologue
     session = await store(request).create_session(
         tenant_id, source="agent", dsl=dsl, agent_id=agent_id, name=body.name or "New session",
         user_id=body.user_id or request.query_params.get("user_id") or tenant_id,

@@ -65,7 +65,7 @@ async def _new_session(request: Request, tenant_id: str, agent, source: str, use
         dsl, version = await dsl_for_new_session(store(request), agent, release=truthy(release))
     except NoReleasedVersion as e:
         raise data_error(str(e))
-    require_compiles(dsl, f"agent {agent.id}")
+    await require_compiles(request, dsl, f"agent {agent.id}")
     return await store(request).create_session(tenant_id, source=source, dsl=dsl, agent_id=agent.id,
                                                user_id=user_id or "", version=version)
 

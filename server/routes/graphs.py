@@ -9,13 +9,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from compiler import diagnose
-from compiler.export import to_json, to_mermaid
 from runtime.store import StoreError
 from server.auth import tenant
-from server.errors import ApiError, RetCode, argument_error, data_error, ok
+from server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
 from server.routes.agents import parse_dsl, store
-from server.turns import _diagnostics_error, answer, require_compiles, start_turn, turn_request
+from server.compiling import compile_in_thread
+from server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
 
 router = APIRouter(prefix="/api/v1/graphs", tags=["graphs"])
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -36,7 +35,8 @@ class RunBody(BaseModel):
     dsl: Any = Field(None, description="the DSL to run; optional when continuing a session (it runs its own DSL)")
     query: Any = None
     inputs: dict | None = None
-    session_id: str | None = Field(None, description="continue this session, or start one with this id")
+    session_id: str | None = Field(None, description="continue this session (each event carries its session_id); "
+                                                     "without it a new session starts")
     stream: bool = True
     return_trace: bool = False
     user_id: str | None = None
@@ -45,22 +45,22 @@ class RunBody(BaseModel):
 
 @router.post("/compile", summary="Check a DSL: every diagnostic with component, field and reason")
 async def compile_graph(request: Request, body: CompileBody, tenant_id: str = Depends(tenant)):
-    compiled, diags = diagnose(parse_dsl(body.dsl, request))
-    return ok({"ok": compiled is not None, "components": len(compiled.plan.nodes) if compiled else None,
-               "diagnostics": [d.to_dict() for d in diags]})
+    verdict = await check(request, parse_dsl(body.dsl, request))
+    return ok({"ok": verdict.ok, "components": verdict.components, "diagnostics": verdict.diagnostics})
 
 
 @router.post("/export", summary="The compiled graph as Mermaid or JSON (every branch labelled), or as a "
                                  "picture: DOT, SVG or PNG",
              responses={200: {"content": {"image/svg+xml": {}, "image/png": {}, "text/vnd.graphviz": {}}}})
 async def export_graph(request: Request, body: ExportBody, tenant_id: str = Depends(tenant)):
-    compiled, diags = diagnose(parse_dsl(body.dsl, request))
-    if compiled is None:
-        raise _diagnostics_error(diags, "the DSL")
+    verdict = await check(request, parse_dsl(body.dsl, request))
+    if not verdict.ok:
+        raise diagnostics_error(verdict.diagnostics, "the DSL")
     if body.format == "mermaid":
-        return ok({"format": "mermaid", "mermaid": to_mermaid(compiled.plan)})
+        return ok({"format": "mermaid", "mermaid": verdict.mermaid})
     if body.format == "json":
-        return ok({"format": "json", "graph": to_json(compiled.plan)})
+        return ok({"format": "json", "graph": verdict.graph})
+    compiled = await compile_in_thread(parse_dsl(body.dsl, request))    # it compiles: the worker said so
     from compiler.picture import CONTENT_TYPES, DrawingError, render, to_dot
     title = compiled.plan.dsl.title or None
     if body.format == "dot":
@@ -84,21 +84,21 @@ async def run_graph(request: Request, body: RunBody, tenant_id: str = Depends(te
         if not SESSION_ID.match(body.session_id):
             raise argument_error("`session_id` must be 1-128 letters, digits or . _ : -")
         session = await store(request).get_session(tenant_id, body.session_id)
-        if session is not None and session.source != "graph":
+        if session is None:       # unknown and another tenant's alike: no id tells whether it exists
+            raise not_found(f"session {body.session_id}")
+        if session.source != "graph":
             raise data_error(f"session {body.session_id} belongs to agent {session.agent_id}: "
                              "continue it through /api/v1/agents/chat/completions")
-        if session is not None and dsl is not None and not _same(session.dsl, dsl):
+        if dsl is not None and not _same(session.dsl, dsl):
             raise data_error(f"session {body.session_id} runs another DSL: a session keeps the DSL it started "
                              "with; start a new session to run a changed DSL")
-        if session is None and await store(request).session_exists(body.session_id):
-            raise data_error(f"session id {body.session_id} is not available: choose another")
     if session is None:
         if dsl is None:
             raise argument_error("`dsl` is required to start a session")
-        require_compiles(dsl, "the DSL")
+        await require_compiles(request, dsl, "the DSL")
         try:
             session = await store(request).create_session(tenant_id, source="graph", dsl=dsl,
-                                                          session_id=body.session_id, user_id=body.user_id or "")
+                                                          user_id=body.user_id or "")
         except StoreError as e:
             raise data_error(str(e))
     turn = await start_turn(request, session, turn_request(body.query, body.inputs, body.user_id, body.files))

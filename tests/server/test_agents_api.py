@@ -123,11 +123,17 @@ def test_another_tenants_agents_and_sessions_answer_as_not_found(alice, bob):
     assert alice.ok("GET", f"/agents/{agent_id}/sessions/{sid}")["id"] == sid
 
 
-def test_a_session_id_taken_by_another_tenant_cannot_be_claimed_through_graph_runs(alice, bob):
-    reply = alice.call("POST", "/graphs/run", {"dsl": CHAT_DSL, "query": "hi", "session_id": "shared-id-1", "stream": False})
-    assert reply["code"] == 0
-    reply = bob.call("POST", "/graphs/run", {"dsl": CHAT_DSL, "query": "hi", "session_id": "shared-id-1", "stream": False})
-    assert reply["code"] == 102 and "not available" in reply["message"]
+def test_another_tenants_session_id_answers_exactly_like_an_unknown_one(alice, bob):
+    sid = alice.ok("POST", "/graphs/run", {"dsl": CHAT_DSL, "query": "hi", "stream": False})["session_id"]
+    unknown = "0" * len(sid)
+    for path, body in [("/graphs/run", {"dsl": CHAT_DSL, "query": "hi", "stream": False}),
+                       ("/graphs/run", {"query": "hi", "stream": False}),
+                       (f"/tasks/{{sid}}/cancel", {})]:
+        replies = []
+        for candidate in (sid, unknown):
+            response = bob.http.post(path.replace("{sid}", candidate), json={**body, "session_id": candidate})
+            replies.append((response.status_code, response.text.replace(candidate, "<id>")))
+        assert replies[0] == replies[1], (path, replies)
 
 
 # --- authentication --------------------------------------------------------------------------------

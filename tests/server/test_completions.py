@@ -156,14 +156,17 @@ def test_export_draws_every_branch_as_mermaid_or_json(alice):
 
 
 def test_a_graph_run_streams_ragflow_events_and_resumes_like_any_session(alice):
-    events = alice.stream("/graphs/run", {"dsl": FEEDBACK_DSL, "query": "tea", "session_id": "graph-pause-1"})
+    events = alice.stream("/graphs/run", {"dsl": FEEDBACK_DSL, "query": "tea"})
     assert events[0]["event"] == "workflow_started" and events[-1]["event"] == "user_inputs"
-    assert all(e["session_id"] == "graph-pause-1" for e in events)
+    sid = events[0]["session_id"]
+    assert all(e["session_id"] == sid for e in events)
     # the session keeps its DSL: the resume needs none
-    events = alice.stream("/graphs/run", {"session_id": "graph-pause-1", "inputs": {"feedback": "calmer"}})
+    events = alice.stream("/graphs/run", {"session_id": sid, "inputs": {"feedback": "calmer"}})
     assert texts(events) == FINAL and events[-1]["event"] == "workflow_finished"
-    reply = alice.http.post("/graphs/run", json={"session_id": "graph-pause-1", "dsl": CHAT_DSL, "query": "x"})
+    reply = alice.http.post("/graphs/run", json={"session_id": sid, "dsl": CHAT_DSL, "query": "x"})
     assert reply.status_code == 400 and "runs another DSL" in reply.json()["message"]
+    reply = alice.http.post("/graphs/run", json={"session_id": "never-started", "dsl": CHAT_DSL, "query": "x"})
+    assert reply.status_code == 404 and reply.json()["message"] == "session never-started not found"
 
 
 def test_graph_run_errors_carry_an_http_status(alice):

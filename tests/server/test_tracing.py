@@ -30,12 +30,11 @@ def test_agent_sessions_and_graph_runs_are_traced_by_title_tenant_and_session(tm
                 [ls_turn] = langsmith_turns(ls, 1)
                 [lf_trace] = langfuse_traces(lf, 1)
                 # the compile-and-run route: a template's title names its runs too
-                api.stream("/graphs/run", {"dsl": {"title": "Ad hoc analyst", "dsl": dsl}, "query": QUERY,
-                                           "session_id": "graph-run-1"})
+                graph_events = api.stream("/graphs/run", {"dsl": {"title": "Ad hoc analyst", "dsl": dsl}, "query": QUERY})
                 graph_turn = langsmith_turns(ls, 2)[1]
             finally:
                 api.close()
     check_langsmith_turn(ls_turn, "Data analyst desk", session, usage_of(events))
     assert metadata(ls_turn[0])["tenant"] == "acme" and metadata(ls_turn[0])["user_id"] == "u-42"
     check_langfuse_trace(lf_trace, "Data analyst desk", session, usage_of(events), user="u-42")
-    assert graph_turn[0]["name"] == "Ad hoc analyst" and metadata(graph_turn[0])["thread_id"] == "graph-run-1"
+    assert graph_turn[0]["name"] == "Ad hoc analyst" and metadata(graph_turn[0])["thread_id"] == graph_events[0]["session_id"]
