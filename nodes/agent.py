@@ -19,7 +19,8 @@ from compiler.model import ComponentEntry
 from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Result
 from nodes.errors import classify
-from nodes.llm import LLM, LLMParams, _THINK_SPLIT, parse_json_answer, report_usage, text_of, to_langchain
+from nodes.llm import (LLM, AnswerText, LLMParams, merge_think_blocks, parse_json_answer, report_usage,
+                       stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime.models import ModelConfigError
@@ -147,6 +148,10 @@ class Agent(LLM):
     async def stream_pending(self, pending, ctx, sink: dict, state=None) -> AsyncIterator[str]:
         """Used by the Message that shows this Agent: the streaming path of SPEC 7.
 
+        What streams: the model's text, its reasoning and a "Running the X tool..." notice per tool
+        call as thinking, thinking that follows thinking shown as one block (`merge_think_blocks`).
+        The Agent's content is the answer: what it wrote outside the thinking, in every round.
+
         A long conversation is first rewritten into one question. With `cite` and chunks in the
         turn's reference store, the answer either carries markers from the start (citation rules in
         the system prompt) or, when the chunks arrive only through this Agent's own tools, is
@@ -171,18 +176,21 @@ class Agent(LLM):
         if need_citations() and messages[0]["role"] == "system" and len(messages) < 7:
             messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + citation_rules()}
             cited = True
-        async for piece in self.rounds(messages, ctx, sink, state, stream=True):
+        answer = AnswerText()
+        async for piece in merge_think_blocks(self.rounds(messages, ctx, sink, state, stream=True)):
+            answer.add(piece)
+            # asked piece by piece: chunks found by a tool turn the rest of this stream silent
             if cited or not need_citations():
                 yield piece
+        sink["answer"] = answer.text
         if not cited and need_citations():
             sources = formalize(list(store()["chunks"].values()))
             history = to_langchain(citation_pass(sources) + [{"role": "user", "content": sink["answer"]}])
-            text: list[str] = []
-            async for piece, _ in self._call(self._model(ctx, tools=False), history, True):
-                if piece is not None:
-                    text.append(piece)
-                    yield piece
-            sink["answer"] = _answer("".join(text))
+            answer = AnswerText()
+            async for piece in merge_think_blocks(self._pieces(self._model(ctx, tools=False), history)):
+                answer.add(piece)
+                yield piece
+            sink["answer"] = answer.text
         extra = _append_artifacts(sink)
         if extra:
             yield extra
@@ -204,7 +212,8 @@ class Agent(LLM):
                 yield piece
 
     async def _tool_loop(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
-        """The tool loop. Yields what the user sees when streaming; leaves the answer in sink["answer"]."""
+        """The tool loop. Yields what the user sees when streaming; leaves the final reply's text in
+        sink["answer"] (the content of an Agent that does not stream)."""
         model = self._model(ctx)
         history = to_langchain(messages)
         for _ in range(self.params.max_rounds + 1):
@@ -216,18 +225,22 @@ class Agent(LLM):
                 sink["answer"] = _answer(text_of(reply.content))
                 return
             history.append(reply)
-            for call in reply.tool_calls:             # shown while streaming, as RAGFlow shows tool use
+            for call in reply.tool_calls:             # announced before they run, each as thinking
                 yield "<think>"
                 yield f"Running the {call['name']} tool..."
-            results = await asyncio.gather(*(self._run_tool(call, ctx, sink, state) for call in reply.tool_calls))
-            for _ in reply.tool_calls:
                 yield "</think>"
+            results = await asyncio.gather(*(self._run_tool(call, ctx, sink, state) for call in reply.tool_calls))
             history += [ToolMessage(content=r, tool_call_id=c["id"]) for c, r in zip(reply.tool_calls, results)]
         history.append(HumanMessage(content=f"Exceed max rounds: {self.params.max_rounds}"))
         async for piece, reply in self._call(model, history, stream):
             if piece is not None:
                 yield piece
         sink["answer"] = _answer(text_of(reply.content))
+
+    async def _pieces(self, model, history) -> AsyncIterator[str]:
+        async for piece, _ in self._call(model, history, True):
+            if piece is not None:
+                yield piece
 
     async def _call(self, model, history, stream: bool):
         """One model call: (piece, reply so far) pairs; the last pair carries the whole reply."""
@@ -237,27 +250,10 @@ class Agent(LLM):
                 report_usage(reply)
                 yield None, reply
                 return
-            reply = None
-            thinking = False
-            async for chunk in model.astream(history):
-                reply = chunk if reply is None else reply + chunk
-                reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
-                if reasoning:            # providers that stream reasoning apart from the answer
-                    if not thinking:
-                        thinking = True
-                        yield "<think>", reply
-                    yield reasoning, reply
-                text = text_of(chunk.content)
-                if text and thinking:
-                    thinking = False
-                    yield "</think>", reply
-                for piece in _THINK_SPLIT.split(text):
-                    if piece:
-                        yield piece, reply
-            if thinking:
-                yield "</think>", reply
-            report_usage(reply)
-            yield None, reply
+            async for piece, reply in stream_pieces(model, history):
+                if piece is None:
+                    report_usage(reply)
+                yield piece, reply
         except ModelConfigError:
             raise
         except Exception as e:

@@ -10,7 +10,7 @@ import re
 from typing import Any, AsyncIterator, Mapping
 
 import json_repair
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
@@ -117,7 +117,7 @@ async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0
                                       gen_conf=pending.get("gen_conf"))
         shown = False
         try:
-            async for piece in _pieces(model, pending["messages"]):
+            async for piece in merge_think_blocks(_pieces(model, pending["messages"])):
                 shown = True
                 yield piece
             return
@@ -132,28 +132,89 @@ async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0
 
 
 async def _pieces(model, messages) -> AsyncIterator[str]:
+    reply = None
+    async for piece, reply in stream_pieces(model, to_langchain(messages)):
+        if piece is not None:
+            yield piece
+    report_usage(reply)
+
+
+async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk]]:
+    """One streamed model call as pieces: "<think>", reasoning, "</think>", then the answer's text.
+
+    Yields (piece, the reply so far); the last pair is (None, the whole reply). Reasoning comes either
+    apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
+    between `<think>` tags; both become the same markers.
+    """
+    reply = AIMessageChunk(content="")
     thinking = False
-    last = None
-    async for chunk in model.astream(to_langchain(messages)):
-        last = chunk if last is None else last + chunk
+    async for chunk in model.astream(history):
+        reply = reply + chunk
         reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
         if reasoning:
             if not thinking:
                 thinking = True
-                yield "<think>"
-            yield reasoning
+                yield "<think>", reply
+            yield reasoning, reply
         text = text_of(chunk.content)
         if text:
             if thinking:
                 thinking = False
-                yield "</think>"
-            for piece in _THINK_SPLIT.split(text):     # providers that inline <think> in the text
+                yield "</think>", reply
+            for piece in _THINK_SPLIT.split(text):
                 if piece:
-                    yield piece
+                    yield piece, reply
     if thinking:
+        yield "</think>", reply
+    yield None, reply
+
+
+async def merge_think_blocks(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Show thinking that follows thinking as one block, as RAGFlow's stream splitter does.
+
+    A block's "</think>" is held back until text follows: a "<think>" arriving first continues the
+    same block, so an Agent's reasoning, its "Running the X tool..." notices and the next round's
+    reasoning read as one block. A "<think>" inside a block opens nothing new; the held end is let
+    out before the next text, or when the stream ends.
+    """
+    inside = False          # within a block whose "</think>" has not come
+    closing = False         # a block has ended; its "</think>" is held back
+    async for piece in pieces:
+        if not piece:
+            continue
+        if piece == "<think>":
+            if not (inside or closing):
+                yield piece
+            inside, closing = True, False
+        elif piece == "</think>":
+            inside, closing = False, True
+        else:
+            if closing:
+                closing = False
+                yield "</think>"
+            yield piece
+    if closing:
         yield "</think>"
-    if last is not None:
-        report_usage(last)
+
+
+class AnswerText:
+    """Follows a stream of pieces and keeps what was written outside the thinking: the answer."""
+
+    def __init__(self) -> None:
+        self.thinking = False
+        self._parts: list[str] = []
+
+    def add(self, piece: str) -> None:
+        if piece == "<think>":
+            self.thinking = True
+        elif piece == "</think>":
+            self.thinking = False
+        elif not self.thinking:
+            self._parts.append(piece)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
 
 
 async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]], ctx,

@@ -13,7 +13,7 @@ from nodes import jinja
 from nodes.base import ComponentError, Node, Params, Result, stream_writer
 from nodes.downloads import shown_text
 from nodes.jinja import replace_names
-from nodes.llm import stream_generation
+from nodes.llm import AnswerText, stream_generation
 from nodes.registry import register
 from runtime.state import REFERENCE, channel, merge_reference, outputs_of
 from runtime.values import is_pending, resolve
@@ -89,19 +89,22 @@ class Message(Node):
         return "".join(parts), inputs, writes
 
     async def _relay(self, pending, ctx, write, writes, state) -> str:
-        """Stream a pending generation chunk by chunk; record the producer's final content."""
+        """Stream a pending generation chunk by chunk; record the producer's final content.
+
+        The Message shows everything, thinking included (between start_to_think and end_to_think
+        events); the producer's content is its answer alone, unless the producer says otherwise.
+        """
         producer = pending["component_id"]
-        answer: list[str] = []
+        answer = AnswerText()
         shown: list[str] = []
-        thinking = False
         created = outputs_of(state, producer).get("_created_time", time.perf_counter())
         node = self.canvas.nodes.get(producer)
         sink: dict[str, Any] = {}
         source = node.stream_pending(pending, ctx, sink, state) if node is not None else stream_generation(pending, ctx)
         try:
             async for piece in source:
-                self._show(piece, write, shown, answer, thinking)
-                thinking = piece == "<think>" or (thinking and piece != "</think>")
+                self._show(piece, write, shown)
+                answer.add(piece)
         except Exception as e:      # the failure belongs to the LLM whose generation this is
             if not pending.get("default"):
                 message = str(e) or type(e).__name__
@@ -110,16 +113,15 @@ class Message(Node):
             default = str(pending["default"])       # exception_method "comment": the default is the answer
             write({"event": "message", "content": default})
             shown.append(default)
-            answer[:] = [default]
-        if "answer" in sink:         # the producer says what its content is (an Agent after a citation pass)
-            answer[:] = [sink["answer"]]
-        writes[channel(producer)] = {"content": "".join(answer), "_elapsed_time": time.perf_counter() - created}
+            sink["answer"] = default
+        content = sink.get("answer", answer.text)    # an Agent says what its content is (e.g. after a citation pass)
+        writes[channel(producer)] = {"content": content, "_elapsed_time": time.perf_counter() - created}
         if sink.get("reference"):
             writes[REFERENCE] = merge_reference(writes.get(REFERENCE), sink["reference"])
         return "".join(shown)
 
     @staticmethod
-    def _show(piece: str, write, shown: list[str], answer: list[str], thinking: bool) -> None:
+    def _show(piece: str, write, shown: list[str]) -> None:
         if piece == "<think>":
             write({"event": "message", "content": "", "start_to_think": True})
         elif piece == "</think>":
@@ -127,8 +129,6 @@ class Message(Node):
         else:
             write({"event": "message", "content": piece})
             shown.append(piece)
-            if not thinking:
-                answer.append(piece)
 
     async def _render(self, t: Template, state, ctx, downloads: list):
         """Exact substitution with Jinja rendering (non-streaming mode)."""

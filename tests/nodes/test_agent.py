@@ -6,6 +6,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from compiler import compile_dsl, diagnose
+from nodes.llm import AnswerText, merge_think_blocks
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
@@ -94,24 +95,161 @@ async def test_an_unknown_tool_or_a_failing_tool_is_a_result_the_model_reads():
     assert finished(events, "Agent:A")["error"] is None
 
 
-async def test_streaming_into_a_message_shows_tool_use_as_thinking():
-    events, _ = await run(agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False}),
-                          {"replies": [call("search_my_dateset_0", query="x"), "Answer."],
-                           "tool_results": {"Retrieval": ["r"]}})
-    kinds = [("think" if e["data"].get("start_to_think") else "end" if e["data"].get("end_to_think") else e["data"]["content"])
-             for e in events if e["event"] == "message"]
-    assert kinds[:3] == ["think", "Running the search_my_dateset_0 tool...", "end"]
-    assert "".join(kinds[3:]) == "Answer."
+# --- streaming into a Message (RAGFlow's traces: tests/parity/cases/agent_stream_*) ---------------
+#
+# While the Agent streams, the Message shows its text as it comes, its reasoning and one
+# "Running the <fn> tool..." notice per tool call as thinking, and thinking that follows thinking as
+# one block: the block ends (end_to_think) only when answer text follows, or when the stream ends.
+# The Agent's content is its answer alone: the text it wrote outside the thinking, in every round.
+
+WEB_TOOL = {"component_name": "TavilySearch", "name": "Web search", "params": {"api_key": ""}}
+BOTH_TOOLS = {"tools": [RETRIEVAL_TOOL, WEB_TOOL], "cite": False}
+
+
+def stream(events: list[dict]) -> list[str]:
+    """The Message's events as THINK / END markers and text, runs of text joined."""
+    out: list[str] = []
+    for e in events:
+        if e["event"] != "message":
+            continue
+        d = e["data"]
+        if d.get("start_to_think") or d.get("end_to_think"):
+            out.append("THINK" if d.get("start_to_think") else "END")
+        elif out and out[-1] not in ("THINK", "END"):
+            out[-1] += d["content"]
+        else:
+            out.append(d["content"])
+    return out
+
+
+def shown_text(events: list[dict], cid: str = "Message:M") -> str:
+    return finished(events, cid)["outputs"]["content"]
+
+
+async def test_parallel_tool_calls_are_announced_in_one_thinking_block_that_ends_when_the_answer_starts():
+    reply = {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "a"}},
+                            {"name": "tavily_search_1", "arguments": {"query": "b"}}]}
+    events, _ = await run(agent_dsl(BOTH_TOOLS), {"replies": [reply, "Answer."],
+                                                  "tool_results": {"Retrieval": ["kb"], "TavilySearch": ["web"]}})
+    assert stream(events) == ["THINK", "Running the search_my_dateset_0 tool...Running the tavily_search_1 tool...",
+                              "END", "Answer."]
     assert finished(events, "Agent:A")["outputs"]["content"] == "Answer."
-    assert finished(events, "Message:M")["outputs"]["content"] == "Running the search_my_dateset_0 tool...Answer."
+    # the Message keeps what it showed, thinking text included (without the markers), as RAGFlow's does
+    assert shown_text(events) == "Running the search_my_dateset_0 tool...Running the tavily_search_1 tool...Answer."
 
 
-async def test_reasoning_streams_between_think_markers_and_stays_out_of_the_content():
+async def test_each_tool_call_has_its_notice_even_two_calls_of_one_tool():
+    reply = {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "a"}},
+                            {"name": "search_my_dateset_0", "arguments": {"query": "b"}}]}
+    events, _ = await run(agent_dsl(BOTH_TOOLS), {"replies": [reply, "Answer."], "tool_results": {"Retrieval": ["1", "2"]}})
+    assert stream(events) == ["THINK", "Running the search_my_dateset_0 tool..." * 2, "END", "Answer."]
+
+
+async def test_notices_of_successive_rounds_stay_in_the_same_block():
+    events, _ = await run(agent_dsl(BOTH_TOOLS),
+                          {"replies": [call("search_my_dateset_0", query="a"), call("tavily_search_1", query="b"), "Answer."],
+                           "tool_results": {"Retrieval": ["kb"], "TavilySearch": ["web"]}})
+    assert stream(events) == ["THINK", "Running the search_my_dateset_0 tool...Running the tavily_search_1 tool...",
+                              "END", "Answer."]
+
+
+async def test_reasoning_notices_and_the_next_rounds_reasoning_make_one_block_and_stay_out_of_the_content():
+    events, _ = await run(agent_dsl(BOTH_TOOLS),
+                          {"replies": [{"reasoning": "Search first.", "tool_calls": [{"name": "search_my_dateset_0",
+                                                                                       "arguments": {"query": "a"}}]},
+                                       {"reasoning": "Found it.", "content": "Answer."}],
+                           "tool_results": {"Retrieval": ["kb"]}})
+    assert stream(events) == ["THINK", "Search first.Running the search_my_dateset_0 tool...Found it.", "END", "Answer."]
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Answer."
+
+
+async def test_text_written_beside_a_tool_call_is_answer_text_and_part_of_the_content():
+    events, _ = await run(agent_dsl(BOTH_TOOLS),
+                          {"replies": [{"content": "Let me look.", "tool_calls": [{"name": "search_my_dateset_0",
+                                                                                    "arguments": {"query": "a"}}]},
+                                       "Answer."],
+                           "tool_results": {"Retrieval": ["kb"]}})
+    assert stream(events) == ["Let me look.", "THINK", "Running the search_my_dateset_0 tool...", "END", "Answer."]
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Let me look.Answer."
+
+
+async def test_a_failing_tool_is_announced_like_any_other_and_the_agent_answers(monkeypatch):
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)             # no key: Tavily fails before any request
+    events, s = await run(agent_dsl(BOTH_TOOLS), {"replies": [call("tavily_search_1", query="a"), "No luck."]})
+    assert "Tavily" in s.requests[1]["messages"][-1]["content"]        # the failure, as the model reads it
+    assert stream(events) == ["THINK", "Running the tavily_search_1 tool...", "END", "No luck."]
+    assert finished(events, "Agent:A")["error"] is None
+
+
+async def test_a_component_reading_the_streamed_agents_content_gets_the_answer_without_the_thinking():
+    dsl = agent_dsl(BOTH_TOOLS)
+    dsl["components"]["Message:M"]["downstream"] = ["Message:Echo"]
+    dsl["components"]["Message:Echo"] = cpn("Message", {"content": ["Again: {Agent:A@content}"]})
+    events, _ = await run(dsl, {"replies": [call("search_my_dateset_0", query="a"), "Answer."],
+                                "tool_results": {"Retrieval": ["kb"]}})
+    assert shown_text(events, "Message:Echo") == "Again:Answer."
+
+
+async def test_the_same_agent_not_streamed_has_the_same_content():
+    script = {"replies": [{"content": "Let me look.", "tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "a"}}]},
+                          {"reasoning": "Found it.", "content": "Answer."}],
+              "tool_results": {"Retrieval": ["kb"]}}
+    streamed, _ = await run(agent_dsl(BOTH_TOOLS), script)
+    blocking, _ = await run(agent_dsl(BOTH_TOOLS, message=False), script)
+    assert finished(blocking, "Agent:A")["outputs"]["content"] == "Answer."       # the last reply, as RAGFlow's
+    assert finished(streamed, "Agent:A")["outputs"]["content"] == "Let me look.Answer."
+    assert not [e for e in blocking if e["event"] == "message"]
+
+
+async def test_after_max_rounds_the_last_answers_reasoning_joins_the_block():
+    looping = call("search_my_dateset_0", query="x")
+    events, _ = await run(agent_dsl({**BOTH_TOOLS, "max_rounds": 1}),
+                          {"replies": [looping, looping, {"reasoning": "Enough.", "content": "Best guess."}],
+                           "tool_results": {"Retrieval": ["r", "r"]}})
+    assert stream(events) == ["THINK", "Running the search_my_dateset_0 tool..." * 2 + "Enough.", "END", "Best guess."]
+    assert finished(events, "Agent:A")["outputs"]["content"] == "Best guess."
+
+
+async def test_a_reasoning_answer_without_tool_calls_is_one_block_then_the_answer():
     events, _ = await run(agent_dsl({"tools": [RETRIEVAL_TOOL]}),
                           {"replies": [{"content": "Yes.", "reasoning": "Let me see."}]})
-    data = [e["data"] for e in events if e["event"] == "message"]
-    assert data[0].get("start_to_think") and any(d.get("end_to_think") for d in data)
+    assert stream(events) == ["THINK", "Let me see.", "END", "Yes."]
     assert finished(events, "Agent:A")["outputs"]["content"] == "Yes."
+
+
+# --- merging thinking blocks, piece by piece ------------------------------------------------------
+
+async def merged(*pieces: str) -> list[str]:
+    async def source():
+        for p in pieces:
+            yield p
+    return [p async for p in merge_think_blocks(source())]
+
+
+async def test_a_block_that_follows_a_block_continues_it():
+    assert await merged("<think>", "a", "</think>", "<think>", "b", "</think>", "answer") == \
+        ["<think>", "a", "b", "</think>", "answer"]
+
+
+async def test_the_end_of_a_block_waits_for_the_next_text_or_the_end_of_the_stream():
+    assert await merged("<think>", "a", "</think>") == ["<think>", "a", "</think>"]
+    assert await merged("text", "<think>", "a", "</think>", " ", "more") == ["text", "<think>", "a", "</think>", " ", "more"]
+
+
+async def test_an_opening_inside_a_block_opens_nothing_and_empty_pieces_are_dropped():
+    assert await merged("<think>", "a", "<think>", "", "b", "</think>", "c") == ["<think>", "a", "b", "</think>", "c"]
+
+
+async def test_an_end_without_a_beginning_is_kept_before_the_text_that_follows():
+    # providers that put reasoning inline sometimes leave the opening tag out
+    assert await merged("reasoning", "</think>", "answer") == ["reasoning", "</think>", "answer"]
+
+
+def test_the_answer_text_is_what_was_written_outside_the_thinking():
+    text = AnswerText()
+    for piece in ["Let me look.", "<think>", "Running the x tool...", "</think>", "Answer."]:
+        text.add(piece)
+    assert text.text == "Let me look.Answer."
 
 
 # --- sub-agents ---------------------------------------------------------------------------------

@@ -5,12 +5,16 @@ Two folders of cases: the shared ones (`../shared/parity/cases`) and the project
 Every case must hold at the `order` level: the exact event sequence RAGFlow emitted, which includes
 every component's outputs and which components started (see ../shared/parity/README.md). A project
 case whose outputs are random in both engines (a generated document's id) names a lower level and
-why in its case.json (`level`, `level_reason`). A case added to either folder is checked without
-being listed here.
+why in its case.json (`level`, `level_reason`). A project case may also carry `deviations.json`: canvas2graph's
+deliberate differences from RAGFlow (docs/compatibility.md) as regular-expression substitutions on the
+recorded trace; the case is checked against RAGFlow's trace with exactly those changes, so everything
+else still holds at its level. A case added to either folder is checked without being listed here.
 """
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,11 +48,46 @@ def test_recorded_trace_holds_in_event_order(case: str | None) -> None:
     _check(SHARED_CASES, case, "order")
 
 
+def _substitute(value, pattern: re.Pattern, replacement: str, hits: list[int]):
+    """`value` with every string in it (keys aside) rewritten; counts the rewrites in `hits`."""
+    if isinstance(value, str):
+        new, n = pattern.subn(replacement, value)
+        hits[0] += n
+        return new
+    if isinstance(value, list):
+        return [_substitute(v, pattern, replacement, hits) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, pattern, replacement, hits) for k, v in value.items()}
+    return value
+
+
+def with_deviations(case_dir: Path, into: Path) -> Path:
+    """A copy of the case under `into` whose recorded traces carry canvas2graph's stated deviations.
+
+    Each substitution must change the trace: one that no longer matches anything is stale.
+    """
+    spec = json.loads((case_dir / "deviations.json").read_text(encoding="utf-8"))
+    assert spec.get("reason") and spec.get("substitutions"), f"{case_dir.name}: deviations.json needs a reason and substitutions"
+    copy = into / case_dir.name
+    shutil.copytree(case_dir, copy)
+    for turn in json.loads((case_dir / "case.json").read_text(encoding="utf-8"))["turns"]:
+        events = [json.loads(line) for line in (case_dir / turn["expected"]).read_text(encoding="utf-8").splitlines() if line.strip()]
+        for sub in spec["substitutions"]:
+            hits = [0]
+            events = _substitute(events, re.compile(sub["pattern"], re.DOTALL), sub["replacement"], hits)
+            assert hits[0], f"{case_dir.name}: the deviation {sub['pattern']!r} no longer changes {turn['expected']}"
+        (copy / turn["expected"]).write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")
+    return copy
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("case", _cases(PROJECT_CASES))
-def test_projects_recorded_trace_holds(case: str) -> None:
+def test_projects_recorded_trace_holds(case: str, tmp_path: Path) -> None:
     spec = json.loads((PROJECT_CASES / case / "case.json").read_text(encoding="utf-8"))
     level = spec.get("level", "order")
     if level != "order":
         assert spec.get("level_reason"), f"{case}: a case below the order level must say why (level_reason)"
-    _check(PROJECT_CASES, case, level)
+    cases_dir = PROJECT_CASES
+    if (PROJECT_CASES / case / "deviations.json").exists():
+        cases_dir = with_deviations(PROJECT_CASES / case, tmp_path).parent
+    _check(cases_dir, case, level)
