@@ -13,6 +13,7 @@ else still holds at its level. A case added to either folder is checked without 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -34,8 +35,11 @@ def _cases(folder: Path) -> list[str]:
 def _check(cases_dir: Path, case: str, level: str) -> None:
     checker = shared_dir() / "parity" / "check.py"         # skips (fails under CI) when ../shared is absent
     cli = f"{sys.executable} -m runtime.cli"
+    # recorded offline, where tools have no keys: a key in the caller's environment (TAVILY_API_KEY, say)
+    # would make a tool that failed in RAGFlow's recording try the network instead
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET_KEY", "_COOKIE"))}
     proc = subprocess.run([sys.executable, str(checker), "--cases", str(cases_dir), "--cli", cli, "--level", level, case],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
