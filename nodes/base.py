@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
 from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
-from runtime.state import LAST, OUT_PREFIX, OUTPUTS, channel, outputs_of, with_outputs
+from runtime.state import LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_outputs
 from runtime.values import PENDING, is_pending, unstorable
 
 if TYPE_CHECKING:
@@ -194,9 +194,35 @@ async def settle_pending(node: Node, refs, state, ctx):
         value = outputs_of(state, ref.name).get(ref.key)
         if not is_pending(value):
             continue
-        from nodes.llm import complete
-        text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
         created = outputs_of(state, ref.name).get("_created_time", _time.perf_counter())
+        producer = node.canvas.nodes.get(ref.name)
+        if value.get("agent") and producer is not None:
+            # an Agent's generation is its whole tool loop, run here without being shown
+            text, reference = await drain_pending(producer, value, ctx, state, created)
+            if reference:
+                writes[REFERENCE] = merge_reference(writes.get(REFERENCE), reference)
+        else:
+            from nodes.llm import complete
+            text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
         view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
         writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes
+
+
+async def drain_pending(producer: Node, pending: Mapping[str, Any], ctx, state, created: float) -> tuple[str, dict | None]:
+    """Run a pending generation to its end without showing it: (the producer's content, the references its
+    tools found). A failure is the producer's, as when a Message streams it; with `exception_method:
+    comment` its default is the content."""
+    from nodes.llm import AnswerText
+    sink: dict[str, Any] = {}
+    answer = AnswerText()
+    try:
+        async for piece in producer.stream_pending(pending, ctx, sink, state):
+            answer.add(piece)
+    except Exception as e:
+        if pending.get("default"):
+            return str(pending["default"]), None
+        message = str(e) or type(e).__name__
+        raise ComponentError(producer.id, message, {"_created_time": created, "_ERROR": message,
+                                                    "_elapsed_time": time.perf_counter() - created}) from e
+    return sink.get("answer", answer.text), sink.get("reference")

@@ -348,3 +348,24 @@ async def test_structured_output_that_never_parses_is_the_agents_error():
 def test_agent_params_are_checked(params):
     _, diags = diagnose(agent_dsl(params))
     assert any(d.component_id == "Agent:A" and d.severity == "error" for d in diags)
+
+
+# --- an Agent behind a Message that does not stream --------------------------------------------
+
+async def test_behind_a_message_that_does_not_stream_the_agent_still_calls_its_tools():
+    dsl = agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False})
+    dsl["components"]["Message:M"]["obj"]["params"]["stream"] = False
+    events, s = await run(dsl, {"replies": [call("search_my_dateset_0", query="RAGFlow"), "It is a RAG engine."],
+                                "tool_results": {"Retrieval": ["RAGFlow is an open-source RAG engine."]}})
+    assert s.requests[0]["tools"] == ["search_my_dateset_0"]           # the tool loop ran, not a plain completion
+    assert [m["content"] for m in s.requests[1]["messages"] if m["role"] == "tool"] == ["RAGFlow is an open-source RAG engine."]
+    assert finished(events, "Agent:A")["outputs"]["content"] == "It is a RAG engine."
+    assert shown(events) == "It is a RAG engine."
+
+
+async def test_a_jinja_message_reading_a_failing_agent_reports_the_agents_failure():
+    dsl = agent_dsl({"tools": [RETRIEVAL_TOOL], "cite": False})
+    dsl["components"]["Message:M"]["obj"]["params"]["content"] = ["{% if true %}{Agent:A@content}{% endif %}"]
+    events, _ = await run(dsl, {"replies": [{"error": "the provider is down"}]})
+    failed = [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["error"]]
+    assert [f["component_id"] for f in failed] == ["Agent:A"]
