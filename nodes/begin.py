@@ -1,6 +1,7 @@
 """Begin: the entry of every canvas; its outputs are the request's inputs (SPEC 3.1)."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Mapping
 
@@ -8,6 +9,7 @@ from pydantic import field_validator
 
 from nodes.base import Node, Params, Result
 from nodes.registry import register
+from runtime.files import CONTENT, FileStoreError, is_file_entry, store_for
 from runtime.state import GLOBALS, REQUEST
 from runtime.turn import resume_update
 
@@ -81,6 +83,48 @@ def read_answer(value: Any) -> tuple[dict[str, Any], Any]:
     return (dict(value) if isinstance(value, dict) else {}), ""
 
 
+def is_file_field(declared: Mapping[str, Any] | None, raw: Any = None) -> bool:
+    """A form field of type file, as the form declares it or the request's `{type, value}` says."""
+    given = raw.get("type", "") if isinstance(raw, dict) and "value" in raw else ""
+    return "file" in str((declared or {}).get("type", "")).lower() or "file" in str(given).lower()
+
+
+def _unread(value: Any) -> bool:
+    items = value if isinstance(value, list) else [value]
+    return any(is_file_entry(v) and CONTENT not in v for v in items)
+
+
+async def read_files(values: dict[str, Any], files: dict[str, bool], ctx, component_id: str | None) -> dict[str, Any]:
+    """`values` with each file field (`files`: the keys that are) as RAGFlow hands it on: a list of the
+    uploaded files, each entry with its `content` (runtime.file_text), read from the run's file store
+    on behalf of the run's tenant. An empty optional field stays None."""
+    from runtime.file_text import with_contents
+    extras = getattr(ctx, "extras", None) or {}
+    out = dict(values)
+    for key in files:
+        value = out.get(key)
+        if value is None or value == "":
+            continue
+        value = value if isinstance(value, list) else [value]
+        if _unread(value):
+            try:
+                value = await asyncio.to_thread(with_contents, value, store_for(extras), extras.get("tenant"))
+            except FileStoreError as e:
+                raise FileStoreError(f"{key if component_id is None else f'{component_id}@{key}'}: {e}") from None
+        out[key] = value
+    return out
+
+
+async def read_sys_files(state: Mapping[str, Any], ctx) -> dict[str, Any]:
+    """The `sys.files` this turn brought, read (RAGFlow parses them at the start of the run), as a
+    write of the globals; {} when there is nothing new to read."""
+    files = (state.get(GLOBALS) or {}).get("sys.files")
+    if not isinstance(files, list) or not _unread(files):
+        return {}
+    read = await read_files({"sys.files": files}, {"sys.files": True}, ctx, None)
+    return {GLOBALS: {"sys.files": read["sys.files"]}}
+
+
 def missing_fields(form: dict[str, dict], given: Mapping[str, Any]) -> list[str]:
     """Required fields a request did not fill (RAGFlow's _is_input_field_satisfied)."""
     missing = []
@@ -134,21 +178,27 @@ class Begin(Node):
             outputs = {k: v for k, v in payload.items() if k != "input"}
             return Result(outputs=outputs, inputs={"request": payload.get("input")})
         form = self.params.form()
+        files = {k: True for k, f in form.items() if is_file_field(f)}
         values: dict[str, Any] = {}
         if given:
             for key, raw in given.items():
                 values[key] = field_value(raw, form.get(key))
+                if is_file_field(form.get(key), raw):
+                    files[key] = True
         elif form:
             query = (state.get(GLOBALS) or {}).get("sys.query")
             if isinstance(query, dict):
                 values = {k: field_value(v, form.get(k)) for k, v in query.items() if k in form}
             elif query and len(form) == 1:
                 values = {next(iter(form)): query}
+        writes = await read_sys_files(state, ctx)
         missing = [k for k, f in form.items() if not f.get("optional") and values.get(k) in (None, "")]
         if missing and self.params.mode != "Webhook":
             # A first turn without the form's required fields pauses like a UserFillUp would.
-            answer, writes = ask({"component_id": self.id, "tips": self.params.tips,
-                                  "inputs": {k: {**form[k], "value": None} for k in missing}}, state)
+            answer, resumed = ask({"component_id": self.id, "tips": self.params.tips,
+                                   "inputs": {k: {**form[k], "value": None} for k in missing}}, state)
             values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
-            return Result(outputs=dict(values), inputs=dict(values), writes=writes)
-        return Result(outputs=dict(values), inputs=dict(values))
+            files.update({k: True for k, v in answer.items() if is_file_field(form.get(k), v)})
+            writes = {**resumed, GLOBALS: {**(resumed.get(GLOBALS) or {}), **(writes.get(GLOBALS) or {})}}
+        values = await read_files(values, files, ctx, self.id)
+        return Result(outputs=dict(values), inputs=dict(values), writes=writes)

@@ -97,8 +97,8 @@ class DocGenerator(Node):
         if not data:
             raise RuntimeError("Document generation failed: the document is empty (the content resolved to nothing)")
         from runtime.sandbox import CodePolicy, store_document
-        stored = store_document(filename, data, mime_type,
-                                CodePolicy.resolve((getattr(ctx, "extras", None) or {}).get("code")))
+        extras = getattr(ctx, "extras", None) or {}
+        stored = store_document(filename, data, mime_type, CodePolicy.resolve(extras.get("code")), extras.get("tenant"))
         doc_id = stored["url"].rstrip("/").rsplit("/", 1)[-1].split(".")[0]
         info = {"doc_id": doc_id, "filename": filename, "mime_type": mime_type, "size": len(data),
                 "base64": base64.b64encode(data).decode("ascii"), "preview_url": stored["url"],

@@ -175,7 +175,8 @@ class ExcelProcessor(Node):
                 for sheet, df in frames.items():
                     df.to_excel(writer, sheet_name=sheet[:31].replace("/", "_").replace("\\", "_"), index=False)
             content, mime = buffer.getvalue(), XLSX_MIME
-        stored = store_document(name, content, mime, CodePolicy.resolve((getattr(ctx, "extras", None) or {}).get("code")))
+        extras = getattr(ctx, "extras", None) or {}
+        stored = store_document(name, content, mime, CodePolicy.resolve(extras.get("code")), extras.get("tenant"))
         doc_id = stored["url"].rstrip("/").rsplit("/", 1)[-1].split(".")[0]
         total = sum(len(df) for df in frames.values())
         return {"attachment": {"doc_id": doc_id, "format": fmt, "file_name": name, "url": stored["url"]},

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, ask, field_value, missing_fields  # noqa: F401 (missing_fields: the Runner's)
+from nodes.begin import BeginParams, ask, field_value, is_file_field, missing_fields, read_files  # noqa: F401 (missing_fields: the Runner's)
 from nodes.registry import register
 from runtime.values import render
 
@@ -54,5 +54,7 @@ class UserFillUp(Node):
             answer, resumed = ask({"component_id": self.id, "inputs": pending_form(form), "tips": tips}, state)
             writes = {**writes, **resumed}
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
+        files = {key: True for key, value in answer.items() if is_file_field(form.get(key), value)}
+        values = await read_files(values, files, ctx, self.id)
         outputs = ({"tips": tips} if self.params.enable_tips else {}) | values
         return Result(outputs=outputs, inputs=values, writes=writes)

@@ -332,7 +332,14 @@ def parser() -> argparse.ArgumentParser:
                    help="let CodeExec run scripts on this machine, in the bubblewrap sandbox (refused unless set)")
     s.add_argument("--allow-browser", action="store_true",
                    help="let the Browser component drive Chromium on this machine (refused unless set)")
-    s.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted (default 16)")
+    s.add_argument("--max-body-mb", type=float, default=16.0,
+                   help="largest request body accepted, uploads included (default 16)")
+    s.add_argument("--files-dir", default=os.environ.get("CANVAS2GRAPH_FILES_DIR") or None,
+                   help="the run file store: uploads, and files runs download (default $CANVAS2GRAPH_FILES_DIR, "
+                        "else ~/.canvas2graph/files)")
+    s.add_argument("--upload-limits", default=os.environ.get("CANVAS2GRAPH_UPLOAD_LIMITS") or None,
+                   help="TOML file of upload limits per tenant: file size, files per request, types, stored "
+                        "files and bytes (default $CANVAS2GRAPH_UPLOAD_LIMITS; see docs/files.md)")
     s.add_argument("--busy-wait", type=float, default=30.0,
                    help="seconds a request waits for its session's running turn to end before it is refused "
                         "(default 30)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import mimetypes
 import os
@@ -36,6 +37,7 @@ LOCAL_OWNER = "local"            # created_by of files the command line stores
 _ID = re.compile(r"^[0-9a-f]{32}$")
 _OWNER = re.compile(r"^[A-Za-z0-9._@-]{1,128}$")
 _DATA_URI = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(;[^,]*)?,", re.S)
+CONTENT = "content"              # what a run adds to an entry: the file as components read it (runtime.file_text)
 
 
 class FileStoreError(Exception):
@@ -70,9 +72,7 @@ class LocalFileStore:
     def _path(self, file_id: str, created_by: str) -> Path:
         if not _ID.match(str(file_id)):
             raise FileStoreError(f"{file_id!r} is not a file id of this store")
-        if not _OWNER.match(str(created_by)) or created_by in (".", ".."):
-            raise FileStoreError(f"{created_by!r} is not a valid file owner")
-        return self.root / created_by / file_id
+        return self.root / owner_folder(created_by) / file_id
 
     def put(self, name: str, data: bytes, *, mime_type: str | None = None, created_by: str = LOCAL_OWNER) -> dict[str, Any]:
         file_id = uuid.uuid4().hex
@@ -107,6 +107,37 @@ class LocalFileStore:
             return json.loads(self._path(file_id, created_by).with_suffix(".json").read_text(encoding="utf-8"))
         except (OSError, ValueError, FileStoreError):
             return None
+
+    def path(self, file_id: str, created_by: str = LOCAL_OWNER) -> Path | None:
+        """Where a stored file's bytes are (for streaming them), or None when the owner has no such file."""
+        try:
+            path = self._path(file_id, created_by)
+        except FileStoreError:
+            return None
+        return path if path.is_file() else None
+
+    def usage(self, created_by: str) -> tuple[int, int]:
+        """(files, bytes) an owner keeps in the store: what per-tenant upload quotas count."""
+        count = size = 0
+        try:
+            with os.scandir(self.root / owner_folder(created_by)) as found:
+                for item in found:
+                    if _ID.match(item.name) and item.is_file():
+                        count += 1
+                        size += item.stat().st_size
+        except FileNotFoundError:
+            pass
+        return count, size
+
+
+def owner_folder(owner: str) -> str:
+    """The folder an owner's files are kept in: its name when that is a plain name, else a digest of it
+    (a tenant may be named anything; no name may lead out of the store, or onto another owner's folder:
+    a digest starts with "~", which plain names never contain)."""
+    owner = str(owner)
+    if _OWNER.match(owner) and owner not in (".", ".."):
+        return owner
+    return "~" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:40]
 
 
 def default_store() -> LocalFileStore:

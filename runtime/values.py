@@ -62,20 +62,37 @@ def _step(value: Any, seg: str) -> Any:
     return getattr(value, seg, None)
 
 
+def _is_read_file(value: Any) -> bool:
+    """An uploaded file's entry that a run has read (`runtime.file_text.with_contents`)."""
+    return isinstance(value, dict) and "content" in value and "created_by" in value and "mime_type" in value
+
+
+def shown_files(value: Any) -> Any:
+    """A value with read files replaced by their content: RAGFlow hands components an upload as its parsed
+    text (or an image's data URI), so that is how a file prints. (Lists of files are lists of entries:
+    looking at the first item keeps this cheap for every other list.)"""
+    if isinstance(value, list):
+        if value and _is_read_file(value[0]):
+            return [v["content"] if _is_read_file(v) else v for v in value]
+        return value
+    return value["content"] if _is_read_file(value) else value
+
+
 def as_json_text(value: Any) -> str:
     """How prompts, Message and get_value_with_variable print a value."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    value = shown_files(value)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def as_python_text(value: Any) -> str:
     """How RAGFlow's string_format prints a value: str(), so lists look like Python reprs."""
     if value is None:
         return ""
-    return str(value)
+    return str(shown_files(value))
 
 
 def render(template: Template, state: Mapping[str, Any], *, spliced: bool = False,

@@ -60,7 +60,9 @@ class WebhookRequest:
     query: list[tuple[str, str]]
     body: bytes = b""
     form: dict[str, str] | None = None          # the parsed form of a form-encoded or multipart body
-    files: list[str] = field(default_factory=list)     # names of a multipart body's file parts
+    # a multipart body's file parts, stored in the run file store: {field: [entries]} (RAGFlow puts each
+    # file part into the body under its field name, as the file's parsed content)
+    files: dict[str, list[dict]] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:
         name = name.lower()
@@ -272,10 +274,7 @@ def parse_request(settings: dict, request: WebhookRequest) -> dict:
 
 def _body(ctype: str, request: WebhookRequest) -> Any:
     if ctype in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        if request.files:
-            raise WebhookRefused(f"file parts ({', '.join(request.files)}) need the run file store, which this "
-                                 "server does not have yet: send the file's content in a field or by URL")
-        return dict(request.form or {})
+        return {**(request.form or {}), **request.files}
     if not request.body.strip():
         return {}
     try:

@@ -16,8 +16,9 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import agents, artifacts, builder, completions, graphs, templates, versions, webhooks
+from server.routes import agents, artifacts, builder, completions, files, graphs, templates, versions, webhooks
 from server.services import RunServices
+from server.uploads import UploadPolicy
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
 (`/api/v1/graphs/...`) for canvas2graph. Authenticate with `Authorization: Bearer <token>`
@@ -44,6 +45,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
     run_services = RunServices(config, services)
     model_source = models or run_services.models
+    upload_policy = UploadPolicy.load(config.upload_limits, max_body_bytes=config.max_body_bytes)
 
     compilers = CompileWorkers(config.compile_workers, config.compile_timeout, config.compile_memory_mb)
 
@@ -68,8 +70,10 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
 
     app = FastAPI(title="canvas2graph", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)
-    # before the agents' routes: `/agents/templates`, `/agents/tags` and `/agents/download` are not agent ids
+    # before the agents' routes: `/agents/templates`, `/agents/tags`, `/agents/download` and
+    # `/agents/attachments` are not agent ids
     app.include_router(templates.router)
+    app.include_router(files.router)
     app.include_router(builder.router)
     app.include_router(versions.router)
     app.include_router(webhooks.router)
@@ -78,6 +82,8 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
     app.state.code_policy = run_services.code_policy
+    app.state.files = run_services.files
+    app.state.upload_policy = upload_policy
     app.state.default_llm = config.default_llm
 
     @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")

@@ -30,13 +30,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
                           default_llm=args.default_llm, compile_timeout=args.compile_timeout,
-                          compile_memory_mb=args.compile_memory_mb, compile_workers=args.compile_workers)
+                          compile_memory_mb=args.compile_memory_mb, compile_workers=args.compile_workers,
+                          files_dir=args.files_dir, upload_limits=args.upload_limits)
     from runtime.mcp import MCPConfigError
     from runtime.sandbox import CodePolicyError
     from runtime.scripted import ScriptError
+    from server.uploads import UploadLimitsError
     try:
         app = create_app(config)
-    except (MCPConfigError, CodePolicyError, ScriptError) as e:
+    except (MCPConfigError, CodePolicyError, ScriptError, UploadLimitsError) as e:
         raise UsageError(str(e))
     if args.allow_local_code:
         check_sandbox()

@@ -21,4 +21,5 @@ class ServerConfig:
     compile_timeout: float = 10.0             # seconds one DSL may take to compile (in a worker process)
     compile_memory_mb: int = 1024             # memory one compile may use beyond the worker's own
     compile_workers: int = 1                  # worker processes that compile requests' DSLs
-
+    files_dir: str | None = None              # the run file store (default $CANVAS2GRAPH_FILES_DIR, ~/.canvas2graph/files)
+    upload_limits: str | None = None          # TOML of per-tenant upload limits (default $CANVAS2GRAPH_UPLOAD_LIMITS)

@@ -6,8 +6,8 @@ code, so the RAGFlow routes do the same for what a request asks (an unknown agen
 not compile, a busy session). A malformed request (ARGUMENT_ERROR: a body that is no JSON object, a
 missing or mistyped field, a number out of range, text that is not Unicode) is a 4xx on every route,
 in the same shape: the request itself is wrong, and HTTP says so to any client. The compile-and-run
-routes (`/api/v1/graphs/...`), the OpenAI-compatible mode and the artifact downloads set a matching
-HTTP status for every error, because their clients (the `openai` package, plain HTTP tools,
+routes (`/api/v1/graphs/...`), the OpenAI-compatible mode and the file routes (uploads, attachments,
+artifact downloads) set a matching HTTP status for every error, because their clients (the `openai` package, plain HTTP tools,
 browsers) look at the status first. No input gets a 500: that is left for the server's own bugs.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def ok(data: Any = True, **extra: Any) -> dict:
 def wants_http_status(request: Request) -> bool:
     path = request.url.path
     return (path.startswith(("/api/v1/graphs", "/api/v1/agents_openai", "/api/v1/documents/artifact"))
-            or getattr(request.state, "openai", False))
+            or getattr(request.state, "openai", False) or getattr(request.state, "http_status", False))
 
 
 def error_response(request: Request, error: ApiError) -> JSONResponse:

@@ -1,13 +1,15 @@
 """What every run of a server gets: its models and, in `ctx.services`, the code-execution and browser
-policies, the MCP servers and the retrieval backend (opened at the first run that retrieves). The
-server's options say which (`ServerConfig`); `runtime.environment` builds the runs, as it does for the
-command line and for LangGraph Server."""
+policies, the MCP servers, the run file store (uploads, read on behalf of the session's tenant) and the
+retrieval backend (opened at the first run that retrieves). The server's options say which
+(`ServerConfig`); `runtime.environment` builds the runs, as it does for the command line and for
+LangGraph Server."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
 from runtime.environment import RunEnvironment, RunSettings
+from runtime.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
 from server.config import ServerConfig
 from server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
 
@@ -21,11 +23,19 @@ class RunServices:
         code: dict[str, Any] = {"allow_local": config.allow_local_code, "unsafe_local": False}
         if not os.environ.get("CANVAS2GRAPH_ARTIFACT_URL"):
             code["artifact_url"] = ARTIFACT_ROUTE         # answers link artifacts to this server, which serves them
+        # the upload route writes here and runs read here: one store (services given in code may replace it)
+        given = (extra or {}).get(FILES_KEY)
+        if given is not None and not isinstance(given, (str, os.PathLike, LocalFileStore)):
+            raise TypeError("the server's file store is a folder: give services={'files': <path or LocalFileStore>}")
+        if given is not None:
+            self.files = given if isinstance(given, LocalFileStore) else LocalFileStore(given)
+        else:
+            self.files = LocalFileStore(config.files_dir) if config.files_dir else default_store()
         # ScriptError, MCPConfigError and CodePolicyError name the file or field at startup
         self.environment = RunEnvironment(RunSettings(
             llm_script=config.llm_script, models_config=config.models_config, mcp_config=config.mcp_config,
             retrieval=config.retrieval, db=config.db, code=code, browser={"allow": config.allow_browser}),
-            services=extra)
+            services={FILES_KEY: self.files, **(extra or {})})
         self.code_policy = self.environment.code_policy
         self.models = self.environment.models
 

@@ -179,7 +179,7 @@ class CodeExec(Tool):
         if not execution.ok:
             return self._failed(execution.error_message())
         try:
-            return self._succeeded(execution, policy)
+            return self._succeeded(execution, policy, (getattr(ctx, "extras", None) or {}).get("tenant"))
         except ArtifactStoreError as e:
             return self._failed(str(e))
 
@@ -188,7 +188,7 @@ class CodeExec(Tool):
         outputs = {"_ERROR": message}
         return ToolOutput(outputs, text=_model_text(outputs))
 
-    def _succeeded(self, execution, policy: CodePolicy) -> ToolOutput:
+    def _succeeded(self, execution, policy: CodePolicy, owner: str | None = None) -> ToolOutput:
         value = normalize_value(execution.result if execution.result_present else _read_stdout(execution.stdout))
         outputs: dict[str, Any] = {"_ERROR": "", "raw_result": value, "actual_type": actual_type(value)}
         try:
@@ -199,7 +199,7 @@ class CodeExec(Tool):
             outputs[self.business] = None
             outputs["_ERROR"] = f"the result does not match output '{self.business}': {e}"
         parts = [canonical_text(value)]
-        stored = store_artifacts(execution.artifacts, policy)
+        stored = store_artifacts(execution.artifacts, policy, owner)
         if stored:
             described = attachment_content(execution.artifacts, stored)
             outputs["_ARTIFACTS"] = [{k: a[k] for k in ("name", "url", "mime_type", "size")} for a in stored]

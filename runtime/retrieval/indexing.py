@@ -61,15 +61,20 @@ class _HTMLText(HTMLParser):
             self.parts.append(data)
 
 
+def html_text(markup: str) -> str:
+    """The visible text of an HTML page: outside script and style, blocks on lines of their own."""
+    parser = _HTMLText()
+    parser.feed(markup)
+    return re.sub(r"[ \t]+", " ", "".join(parser.parts))
+
+
 def read_sections(path: Path) -> list[Section]:
     suffix = path.suffix.lower()
     try:
         if suffix in TEXT_SUFFIXES:
             return [Section(path.read_text(encoding="utf-8", errors="replace"))]
         if suffix in HTML_SUFFIXES:
-            parser = _HTMLText()
-            parser.feed(path.read_text(encoding="utf-8", errors="replace"))
-            return [Section(re.sub(r"[ \t]+", " ", "".join(parser.parts)))]
+            return [Section(html_text(path.read_text(encoding="utf-8", errors="replace")))]
         if suffix in PDF_SUFFIXES:
             from pypdf import PdfReader
             reader = PdfReader(str(path))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.sandbox.artifacts import (DOCUMENT_TYPES, ArtifactStoreError, attachment_content, store_artifacts, store_document,
-                                      stored_artifact)
+from runtime.sandbox.artifacts import (DOCUMENT_TYPES, ArtifactStoreError, attachment_content, owned_artifact,
+                                      store_artifacts, store_document, stored_artifact)
 from runtime.sandbox.local import run_local
 from runtime.sandbox.policy import CodePolicy, CodePolicyError
 from runtime.sandbox.remote import SandboxUnavailable, run_remote
@@ -30,5 +30,5 @@ async def run_code(lang: str, code: str, arguments: dict[str, Any], policy: Code
 
 __all__ = ["run_code", "CodePolicy", "CodePolicyError", "CodeRefused", "SandboxUnusable", "SandboxUnavailable", "Execution",
            "Artifact", "ARTIFACT_TYPES", "DOCUMENT_TYPES", "ArtifactStoreError", "store_artifacts", "store_document",
-           "stored_artifact", "attachment_content",
+           "stored_artifact", "owned_artifact", "attachment_content",
            "normalize_language"]

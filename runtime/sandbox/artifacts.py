@@ -3,15 +3,22 @@
 RAGFlow uploads each artifact to its object store and links it as `/api/v1/documents/artifact/<name>`.
 Here an artifact is written to the policy's artifacts folder under a fresh name, and linked by the
 policy's URL prefix (a server that serves the folder sets it) or, by default, by its `file://` URI.
+
+A run on behalf of a tenant (a server's run) also records who owns each artifact, in
+`<artifacts>/owners/<tenant>/<id>.json` (`id`: the stored name without its extension, DocGenerator's
+`doc_id`): the server's authenticated routes serve a tenant only what its runs produced
+(`owned_artifact`), as RAGFlow keeps a generated document in the tenant's bucket.
 """
 from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runtime.files import owner_folder
 from runtime.sandbox.policy import CodePolicy
 from runtime.sandbox.types import Artifact
 
@@ -42,8 +49,34 @@ def stored_artifact(name: str, policy: CodePolicy) -> Path | None:
     return path if path.is_file() else None
 
 
-def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[str, Any]]:
-    """Write each artifact to the artifacts folder: [{name, url, mime_type, size, path}]."""
+OWNERS = "owners"
+
+
+def owned_artifact(attachment_id: str, owner: str, policy: CodePolicy) -> tuple[Path, dict[str, Any]] | None:
+    """(path, record) of an artifact a run of `owner` stored, by its id or stored name; None otherwise
+    (another owner's artifact, an unknown id, or not an id at all)."""
+    if not STORED_NAME.match(attachment_id):
+        return None
+    record_path = policy.artifacts_path / OWNERS / owner_folder(owner) / (attachment_id.split(".")[0] + ".json")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    path = stored_artifact(str(record.get("stored", "")), policy)
+    return (path, record) if path is not None else None
+
+
+def _record_owner(folder: Path, owner: str, stored_name: str, art: Artifact) -> None:
+    record = {"id": stored_name.split(".")[0], "stored": stored_name, "name": art.name, "mime_type": art.mime_type,
+              "size": art.size, "created_by": owner, "created_at": time.time()}
+    target = folder / OWNERS / owner_folder(owner)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / (record["id"] + ".json")).write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+
+
+def store_artifacts(artifacts: list[Artifact], policy: CodePolicy, owner: str | None = None) -> list[dict[str, Any]]:
+    """Write each artifact to the artifacts folder: [{name, url, mime_type, size, path}]. With an `owner`
+    (the run's tenant), each is recorded as that owner's."""
     if not artifacts:
         return []
     folder = policy.artifacts_path
@@ -57,6 +90,8 @@ def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[
         path = folder / storage_name
         try:
             path.write_bytes(art.data)
+            if owner:
+                _record_owner(folder, owner, storage_name, art)
         except OSError as e:
             raise ArtifactStoreError(f"cannot store artifact {art.name} in {folder}: {e.strerror or e}") from None
         url = policy.artifact_url.rstrip("/") + "/" + storage_name if policy.artifact_url else path.resolve().as_uri()
@@ -64,9 +99,9 @@ def store_artifacts(artifacts: list[Artifact], policy: CodePolicy) -> list[dict[
     return stored
 
 
-def store_document(name: str, data: bytes, mime_type: str, policy: CodePolicy) -> dict[str, Any]:
+def store_document(name: str, data: bytes, mime_type: str, policy: CodePolicy, owner: str | None = None) -> dict[str, Any]:
     """Keep one file a component produced, as CodeExec's artifacts are kept: {name, url, mime_type, size, path}."""
-    return store_artifacts([Artifact(name, mime_type, data)], policy)[0]
+    return store_artifacts([Artifact(name, mime_type, data)], policy, owner)[0]
 
 
 def attachment_kind(name: str, mime_type: str) -> str:

@@ -1,17 +1,15 @@
-"""Building and fixing agents (RAGFlow's routes): one component's input form and debug run, reset,
-tags, and downloading the files agents produced. The work is in runtime/ (component_debug, dsl_reset)."""
+"""Building and fixing agents (RAGFlow's routes): one component's input form and debug run, reset and
+tags. The work is in runtime/ (component_debug, dsl_reset); files agents produced are in routes/files.py."""
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.component_debug import DebugError, debug_component, input_form, plan_canvas
 from runtime.dsl_reset import reset_dsl
-from runtime.sandbox import ARTIFACT_TYPES, stored_artifact
 from runtime.versions import record_version
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
@@ -97,14 +95,3 @@ async def update_tags(request: Request, agent_id: str, body: TagsUpdate | None =
         raise not_found(f"agent {agent_id}")
     return ok(True)
 
-
-@router.get("/agents/download", summary="Download a file an agent produced (`id`: the name its answer links)")
-async def download(request: Request, tenant_id: str = Depends(tenant)):
-    name = request.query_params.get("id")
-    if not name:
-        raise argument_error("`id` is required: the file's name, as the answer links it")
-    path = stored_artifact(name, request.app.state.code_policy)
-    if path is None:
-        raise not_found(f"file {name}")
-    return FileResponse(path, media_type=ARTIFACT_TYPES.get(path.suffix.lower(), "application/octet-stream"),
-                        filename=path.name, headers={"X-Content-Type-Options": "nosniff"})

@@ -11,6 +11,7 @@ from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
 from server.routes.agents import owned_agent, store
 from server.turns import answer, answer_openai, require_compiles, start_turn, turn_request
+from server.uploads import require_own_files
 
 router = APIRouter(prefix="/api/v1", tags=["completions"])
 
@@ -73,6 +74,7 @@ async def _new_session(request: Request, tenant_id: str, agent, source: str, use
 async def _run(request: Request, tenant_id: str, agent_id: str, body: Completion, *, legacy: bool):
     agent = await owned_agent(request, tenant_id, agent_id)
     query = body.query if body.query is not None else body.question
+    await require_own_files(request, tenant_id, body.files, body.inputs)
     if body.session_id:
         session = await _session_of(request, tenant_id, agent_id, body.session_id)
         style = "agent" if session.source == "agent" else "events"

@@ -15,6 +15,7 @@ from server.errors import ApiError, RetCode, argument_error, data_error, not_fou
 from server.routes.agents import parse_dsl, store
 from server.compiling import compile_in_thread
 from server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
+from server.uploads import require_own_files
 
 router = APIRouter(prefix="/api/v1/graphs", tags=["graphs"])
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -92,6 +93,7 @@ async def run_graph(request: Request, body: RunBody, tenant_id: str = Depends(te
         if dsl is not None and not _same(session.dsl, dsl):
             raise data_error(f"session {body.session_id} runs another DSL: a session keeps the DSL it started "
                              "with; start a new session to run a changed DSL")
+    await require_own_files(request, tenant_id, body.files, body.inputs)
     if session is None:
         if dsl is None:
             raise argument_error("`dsl` is required to start a session")

@@ -4,6 +4,8 @@ runs in runtime/webhook_runs.py.
 `/webhook` is public: the agent's Begin says who may call it (its security settings). `/webhook/test`
 is the same for the agent's owner, with the run's events kept for `/webhook/logs`. Refusals are HTTP
 errors with `{"code": <status>, "message"}`, as RAGFlow answers them: webhook senders read the status.
+A multipart body's file parts go into the run file store, as the agent owner's uploads (under its upload
+limits), once the call is let in; the body carries their entries under the parts' names.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from fastapi.responses import JSONResponse, Response
 from canvas2graph.types import CompileError
 from compiler import compile_dsl
 from runtime.conversations import SessionBusy
+from runtime.file_text import with_contents
+from runtime.files import FileStoreError
 from runtime.models import ModelConfigError
 from runtime.scripted import ScriptError
 from runtime.session import TurnRejected
@@ -23,8 +27,9 @@ from runtime.store import Agent, webhook_bucket
 from runtime.webhook import (IMMEDIATELY, WebhookRefused, WebhookRequest, check_method, check_security,
                              immediate_response, is_immediate, parse_request, run_payload, webhook_settings)
 from server.auth import tenant
-from server.errors import argument_error, ok
+from server.errors import ApiError, argument_error, ok
 from server.routes.agents import int_param, owned_agent, store
+from server.uploads import Incoming, store_uploads
 from server.views import webhook_call_view
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
@@ -36,18 +41,42 @@ def refused(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"code": status, "message": message}, status_code=status)
 
 
-async def _request(request: Request) -> WebhookRequest:
+async def _request(request: Request) -> tuple[WebhookRequest, list[tuple[str, Incoming]]]:
+    """The request as the webhook rules read it, and its file parts (stored only once the call is let in)."""
     found = WebhookRequest(method=request.method, client_ip=request.client.host if request.client else "",
                            headers=list(request.headers.items()), query=list(request.query_params.multi_items()),
                            body=await request.body())
+    parts: list[tuple[str, Incoming]] = []
     if found.content_type in FORM_TYPES:
         try:
             form = await request.form()
         except Exception as e:      # noqa: BLE001 - a malformed form is the caller's mistake
             raise WebhookRefused(f"the form body cannot be read: {e}")
         found.form = {k: v for k, v in form.multi_items() if isinstance(v, str)}
-        found.files = [k for k, v in form.multi_items() if not isinstance(v, str)]
-    return found
+        for key, value in form.multi_items():
+            if not isinstance(value, str):
+                parts.append((key, Incoming(value.filename or key, await value.read(), value.content_type)))
+    return found, parts
+
+
+async def _store_files(request: Request, agent: Agent, parts: list[tuple[str, Incoming]]) -> dict[str, list[dict]]:
+    """The file parts, stored for the agent's owner under its upload limits, each entry with its content
+    (RAGFlow hands Begin a webhook's files parsed): {field: [entries]}."""
+    if not parts:
+        return {}
+    store = request.app.state.files
+    limits = request.app.state.upload_policy.of(agent.tenant)
+    try:
+        entries = await store_uploads(store, agent.tenant, [part for _, part in parts], limits)
+        read = await asyncio.to_thread(with_contents, entries, store, agent.tenant)
+    except ApiError as e:
+        raise WebhookRefused(e.message, e.status if 400 <= e.status < 500 else 400)
+    except FileStoreError as e:
+        raise WebhookRefused(f"a file part cannot be read: {e}")
+    files: dict[str, list[dict]] = {}
+    for (key, _), entry in zip(parts, read):
+        files.setdefault(key, []).append(entry)
+    return files
 
 
 async def _check_compiles(agent: Agent) -> None:
@@ -64,13 +93,14 @@ async def _webhook(request: Request, agent: Agent, *, is_test: bool) -> Response
         return refused(f"agent {agent.id} has no webhook: its Begin is not in Webhook mode")
     try:
         check_method(settings, request.method)
-        incoming = await _request(request)
+        incoming, parts = await _request(request)
 
         async def take_token(limit: int, per: int) -> bool:
             return await store(request).take_token(webhook_bucket(agent.id), limit, per)
 
         await check_security(settings, incoming, take_token)
         await _check_compiles(agent)
+        incoming.files = await _store_files(request, agent, parts)
         payload = run_payload(settings, parse_request(settings, incoming))
         answer = immediate_response(settings) if is_immediate(settings) else None
     except WebhookRefused as e:

@@ -1,7 +1,17 @@
-"""Begin: the request's inputs become its outputs (SPEC 3.1)."""
+"""Begin: the request's inputs become its outputs (SPEC 3.1); file fields and sys.files hand on the files read."""
 from __future__ import annotations
 
-from compiler import diagnose
+import json
+
+from compiler import compile_dsl, diagnose
+from runtime.checkpoint import open_checkpointer
+from runtime.file_text import HEADER
+from runtime.files import LocalFileStore
+from runtime.models import ModelFactory
+from runtime.scripted import Script
+from runtime.session import Runner, TurnRequest
+from tests.conftest import cpn, dsl
+from tests.events import final_content
 from tests.nodes.helpers import state
 
 FORM = {"name": {"type": "line", "name": "Name", "optional": False},
@@ -42,3 +52,49 @@ async def test_no_inputs_and_no_form_give_no_outputs():
 def test_mode_must_be_known():
     _, diags = diagnose({"components": {"begin": {"obj": {"component_name": "Begin", "params": {"mode": "chat"}}, "downstream": []}}})
     assert [(d.component_id, d.field) for d in diags if d.severity == "error"] == [("begin", "params.mode")]
+
+
+# --- file fields ---------------------------------------------------------------------------------------
+FILE_FORM = {"doc": {"type": "file", "name": "Document", "optional": False},
+             "extra": {"type": "file", "name": "More", "optional": True}}
+
+
+async def run_files(store, *, inputs=None, files=None, content="{begin@doc}", tenant=None, form=FILE_FORM):
+    source = dsl(begin=cpn("Begin", {"mode": "task", "inputs": form}, ["Message:M"]),
+                 **{"Message:M": cpn("Message", {"content": [content]})})
+    services = {"files": store, **({"tenant": tenant} if tenant else {})}
+    script = Script.load({"replies": []})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script, services=services)
+        return [e async for e in runner.run_turn("s", TurnRequest(inputs=inputs, files=files))]
+
+
+def begin_outputs(events):
+    [data] = [e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == "begin"]
+    return data
+
+
+async def test_a_file_field_hands_on_its_files_with_their_content_and_prints_as_ragflow_does(tmp_path):
+    store = LocalFileStore(tmp_path)
+    entry = store.put("notes.txt", b"call Ann", created_by="acme")
+    events = await run_files(store, inputs={"doc": {"type": "file", "value": entry},
+                                            "extra": {"type": "file", "value": None}}, tenant="acme")
+    outputs = begin_outputs(events)["outputs"]
+    # always a list (RAGFlow wraps one file in a list), each entry with its parsed content
+    assert outputs["doc"] == [{**entry, "content": HEADER.format(name="notes.txt") + "call Ann"}]
+    assert outputs["extra"] is None                  # an empty optional field stays empty
+    assert json.loads(final_content(events)) == [HEADER.format(name="notes.txt") + "call Ann"]
+
+
+async def test_sys_files_are_read_at_the_start_of_the_turn(tmp_path):
+    store = LocalFileStore(tmp_path)
+    entry = store.put("a.csv", b"x\n1\n")
+    events = await run_files(store, files=[entry], content="{sys.files}", form={})
+    assert json.loads(final_content(events)) == [HEADER.format(name="a.csv") + "| x |\n|---|\n| 1 |"]
+
+
+async def test_another_tenants_file_fails_the_run_naming_the_field(tmp_path):
+    store = LocalFileStore(tmp_path)
+    theirs = store.put("secret.txt", b"S", created_by="other")
+    events = await run_files(store, inputs={"doc": {"type": "file", "value": [theirs]}}, tenant="acme")
+    assert begin_outputs(events)["error"] == f"begin@doc: file {theirs['id']} does not belong to this tenant"

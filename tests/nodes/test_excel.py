@@ -42,8 +42,8 @@ def store(tmp_path):
     return LocalFileStore(tmp_path / "files")
 
 
-async def run(params: dict, *, files=None, inputs=None, tmp_path, store, extra=None) -> dict:
-    """One turn of Begin -> ExcelProcessor -> Message: the ExcelProcessor's node_finished data."""
+async def run(params: dict, *, files=None, inputs=None, tmp_path, store, extra=None, component="ExcelProcessor:X") -> dict:
+    """One turn of Begin -> ExcelProcessor -> Message: the ExcelProcessor's (or `component`'s) node_finished data."""
     begin = cpn("Begin", {"mode": "task", "inputs": {"sheet": {"type": "file", "name": "Sheet", "optional": True},
                                                      "rows": {"type": "object", "name": "Rows", "optional": True}}},
                 downstream=["ExcelProcessor:X"])
@@ -54,7 +54,7 @@ async def run(params: dict, *, files=None, inputs=None, tmp_path, store, extra=N
     async with open_checkpointer(None) as saver:
         runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script, services=services)
         events = [e async for e in runner.run_turn("s", TurnRequest(inputs=inputs, files=files))]
-    return next(e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == "ExcelProcessor:X")
+    return next(e["data"] for e in events if e["event"] == "node_finished" and e["data"]["component_id"] == component)
 
 
 async def test_read_gives_rows_per_sheet_a_summary_and_markdown_tables(tmp_path, store):
@@ -139,9 +139,14 @@ async def test_unreadable_files_and_other_tenants_files_are_errors(tmp_path, sto
     bad = await run({"input_files": ["sys.files"]}, files=[text], tmp_path=tmp_path, store=store)
     assert "cannot read notes.xlsx as a spreadsheet" in bad["error"]
     theirs = store.put("sales.xlsx", SALES, created_by="other")
+    # the run reads what the request brings at its start (Begin), and refuses another tenant's file there
     refused = await run({"input_files": ["sys.files"]}, files=[theirs], tmp_path=tmp_path, store=store,
-                        extra={"tenant": "mine"})
+                        extra={"tenant": "mine"}, component="begin")
     assert refused["error"] == f"sys.files: file {theirs['id']} does not belong to this tenant"
+    # an entry reaching ExcelProcessor some other way (an object input here) is refused by ExcelProcessor
+    smuggled = await run({"input_files": ["{begin@rows}"]}, inputs={"rows": theirs}, tmp_path=tmp_path, store=store,
+                         extra={"tenant": "mine"})
+    assert smuggled["error"] == f"{{begin@rows}}: file {theirs['id']} does not belong to this tenant"
 
 
 async def test_nothing_to_read_says_so(tmp_path, store):

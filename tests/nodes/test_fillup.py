@@ -1,10 +1,14 @@
 """UserFillUp ("Await response") and Begin forms: pause the turn for a form, resume with its inputs (SPEC 3.1, 3.2, 5.5)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from compiler import compile_dsl
 from runtime.checkpoint import open_checkpointer
+from runtime.file_text import HEADER
+from runtime.files import LocalFileStore
 from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRejected, TurnRequest
@@ -340,3 +344,18 @@ async def test_a_form_in_an_iteration_asks_once_per_item_with_the_item_in_its_ti
     assert s.outcome.status == "finished"
     assert [f["outputs"]["answers"] for f in finished(events, "Iteration:I")] == [["5", "3"]]
     assert final_content(events) == '["5", "3"]'
+
+
+async def test_a_file_field_of_the_form_hands_on_the_uploaded_files_content(tmp_path):
+    store = LocalFileStore(tmp_path)
+    entry = store.put("brief.md", b"# Be bold")
+    source = ask_dsl(form={"brief": {"type": "file", "name": "Brief", "optional": False}},
+                     after="Read {UserFillUp:Ask@brief}")
+    script = Script.load({"replies": []})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script, services={"files": store})
+        [e async for e in runner.run_turn("s", TurnRequest(query="hi"))]
+        events = [e async for e in runner.run_turn("s", TurnRequest(inputs={"brief": {"type": "file", "value": [entry]}}))]
+    assert finished(events, "UserFillUp:Ask")[0]["outputs"]["brief"] == [
+        {**entry, "content": HEADER.format(name="brief.md") + "# Be bold"}]
+    assert final_content(events) == "Read" + json.dumps([HEADER.format(name="brief.md") + "# Be bold"])

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from runtime.files import FileStoreError, LocalFileStore, load_files, store_for
+from runtime.files import FileStoreError, LocalFileStore, load_files, owner_folder, store_for
 from tests.conftest import REPO
 
 
@@ -87,3 +87,23 @@ def test_run_file_uploads_into_sys_files_and_begin_fields(tmp_path):
                           "--db", str(tmp_path / "s.db"), "--file", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert bad.returncode == 2 and "cannot read" in bad.stderr and "missing.csv" in bad.stderr
+
+
+def test_any_tenant_name_gets_a_folder_of_its_own_inside_the_store(tmp_path):
+    store = LocalFileStore(tmp_path / "files")
+    for tenant in ("acme", "Ann Smith", "../etc", "é/ü", "~x"):
+        entry = store.put("a.txt", tenant.encode(), created_by=tenant)
+        assert store.get(entry["id"], tenant) == tenant.encode() and entry["created_by"] == tenant
+        assert store.path(entry["id"], tenant).parent.parent == tmp_path / "files"
+    assert owner_folder("acme") == "acme" and owner_folder("Ann Smith").startswith("~")
+    assert owner_folder("~x") != "~x"                 # a digest's folder cannot be claimed by naming it
+
+
+def test_usage_counts_an_owners_files_and_bytes(tmp_path):
+    store = LocalFileStore(tmp_path)
+    assert store.usage("acme") == (0, 0)
+    store.put("a.txt", b"12345", created_by="acme")
+    entry = store.put("b.txt", b"678", created_by="acme")
+    store.put("c.txt", b"9", created_by="other")
+    assert store.usage("acme") == (2, 8)
+    assert store.path(entry["id"], "other") is None and store.path("not-an-id", "acme") is None

@@ -44,8 +44,10 @@ def test_the_request_parts_and_begins_payload():
     assert parse_request({}, request(b"not json", "text/plain"))["body"] == {}     # text that is not JSON: nothing
     with pytest.raises(WebhookRefused, match="not valid JSON"):
         parse_request({}, request(b"{oops"))
-    with pytest.raises(WebhookRefused, match="need the run file store"):
-        parse_request({}, request(ctype="multipart/form-data; boundary=x", form={}, files=["doc"]))
+    # a multipart body's file parts sit beside its fields, as the entries the server stored them under
+    entry = {"id": "0" * 32, "name": "a.csv", "content": "x"}
+    multipart = request(ctype="multipart/form-data; boundary=x", form={"note": "hi"}, files={"doc": [entry]})
+    assert parse_request({}, multipart)["body"] == {"note": "hi", "doc": [entry]}
 
 
 def test_the_immediate_answer_and_where_the_settings_are():
