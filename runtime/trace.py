@@ -37,7 +37,7 @@ from runtime.events import FINISH, HANDLER_PREFIX, MESSAGE_ID
 from runtime.state import LAST, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
-__all__ = ["atrace", "trace", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
+__all__ = ["atrace", "trace", "atrace_message", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
 
 FORMS = {"UserFillUp", "Begin"}         # components whose inputs are a form's answers
 _CANCELLED = "TurnCancelled"
@@ -151,7 +151,7 @@ class _Builder:
                 "component_type": node.component_type,
                 "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id else {},
                 "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error}
-        if paused:
+        if task.interrupts:
             form = task.interrupts[0].value if hasattr(task.interrupts[0], "value") else task.interrupts[0]
             step["form"] = form if isinstance(form, dict) else {"value": form}
         if pending is not None and pending.get("messages"):
@@ -259,6 +259,20 @@ def trace(graph, config: dict) -> list[dict]:
 
 def turn_of(turns: list[dict], message_id: str) -> dict | None:
     return next((t for t in turns if t["message_id"] == message_id), None)
+
+
+async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
+    """The turn of the run that sent `message_id`, whichever branch of the thread holds it (a fork leaves
+    the run it cut short on the old branch, whole); None when no checkpoint names it."""
+    from compiler.canvas import canvas_of
+    thread = _thread_config(config)
+    head = None
+    async for snapshot in graph.aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
+        head = snapshot.config["configurable"]["checkpoint_id"]
+    if head is None:
+        return None
+    chain = await _lineage(graph, {**thread, "configurable": {**thread["configurable"], "checkpoint_id": head}})
+    return turn_of(_build(canvas_of(graph), chain), message_id)
 
 
 # --- forks ------------------------------------------------------------------------------------------
