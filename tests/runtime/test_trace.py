@@ -131,6 +131,7 @@ async def test_a_fork_with_edited_inputs_gives_a_new_answer_and_keeps_the_old_br
         runner.models = ModelFactory(script=runner.script)
         events = await run(runner, session, TurnRequest(query=plan.query, fork=plan))
         assert answer(events) == "Forked." and runner.outcome.status == "finished"
+        assert events[0]["event"] == "workflow_started"               # a fork is a run of its own
         after = await atrace(runner.graph, config(session))
         old_tail = before[1]["steps"][3]["checkpoint_id"]
         old_branch = await atrace(runner.graph, config(session, old_tail))
