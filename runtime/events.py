@@ -296,8 +296,10 @@ class TurnEvents:
         if not self.resumed or self.fork:
             yield adapter.workflow_started()
         options = {"durability": self.durability} if self.durability else {}
-        # every checkpoint of this run names its message: the step trace groups steps by it (runtime/trace.py)
-        config = {**self.config, "metadata": {**(self.config.get("metadata") or {}), MESSAGE_ID: adapter.message_id}}
+        # every checkpoint of this run names its message (LangGraph's savers copy a run's configurable values
+        # into the metadata of its checkpoints): the step trace groups steps by it (runtime/trace.py)
+        config = {**self.config,
+                  "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
             async for part in self.graph.astream(self.input, config, context=self.context,
                                                  stream_mode=STREAM_MODES, version="v2", **options):
