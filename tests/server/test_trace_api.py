@@ -308,3 +308,17 @@ def test_a_fork_streams_the_events_a_completion_streams(served):
     for event in forked:      # the shapes of the completion's own events
         twin = next(e for e in first if e["event"] == event["event"])
         assert set(event) == set(twin) and set(event["data"]) == set(twin["data"])
+
+
+def test_the_trace_command_reads_a_server_session_with_the_dsl_it_stored(served):
+    import json
+    import os
+    import subprocess
+
+    from tests.server.helpers import CLI, REPO
+    server, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    done = subprocess.run(CLI + ["trace", "--session", session_id, "--db", server.db], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["turns"] == trace_of(alice, agent_id, session_id)["turns"]
