@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, AsyncIterator
 
-from langchain_core.messages import HumanMessage, ToolMessage
 from pydantic import Field, ValidationError
 
 from compiler.model import ComponentEntry
@@ -23,6 +22,7 @@ from nodes.llm import (LLM, AnswerText, LLMParams, merge_think_blocks, parse_jso
                        stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
+from runtime import model_calls
 from runtime.models import ModelConfigError
 from nodes.tool import Tool, as_text, formalize
 from nodes.tools.code_exec import artifact_markdown
@@ -214,6 +214,7 @@ class Agent(LLM):
     async def _tool_loop(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
         """The tool loop. Yields what the user sees when streaming; leaves the final reply's text in
         sink["answer"] (the content of an Agent that does not stream)."""
+        from langchain_core.messages import HumanMessage, ToolMessage   # here: `compile` needs no LangChain
         model = self._model(ctx)
         history = to_langchain(messages)
         for _ in range(self.params.max_rounds + 1):
@@ -246,7 +247,7 @@ class Agent(LLM):
         """One model call: (piece, reply so far) pairs; the last pair carries the whole reply."""
         try:
             if not stream:
-                reply = await model.ainvoke(history)
+                reply = await model_calls.invoke(model, history)
                 report_usage(reply)
                 yield None, reply
                 return

@@ -7,16 +7,19 @@ generation (the prepared messages, JSON only) and the Message runs it with `stre
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+
+if TYPE_CHECKING:   # imported where used: `canvas2graph compile` loads every component without LangChain
+    from langchain_core.messages import AIMessageChunk, BaseMessage
 
 import json_repair
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
 from nodes.base import Node, Params, Result, stream_writer
 from nodes.registry import register
 from nodes.errors import classify, pause_before_retry
+from runtime import model_calls
 from runtime.models import ModelConfigError
 from nodes.prompts import citation_rules, structured_output
 from runtime.state import HISTORY, REFERENCE
@@ -81,6 +84,7 @@ class LLMParams(Params):
 
 
 def to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
     return [kinds.get(m["role"], HumanMessage)(content=m["content"]) for m in messages]
 
@@ -146,9 +150,10 @@ async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tupl
     apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
     between `<think>` tags; both become the same markers.
     """
+    from langchain_core.messages import AIMessageChunk
     reply = AIMessageChunk(content="")
     thinking = False
-    async for chunk in model.astream(history):
+    async for chunk in model_calls.stream(model, history):
         reply = reply + chunk
         reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
         if reasoning:
@@ -222,7 +227,7 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
     """A blocking call; the reasoning is kept out of the answer, as RAGFlow's LLM output is."""
     model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
     try:
-        message = await model.ainvoke(to_langchain(messages))
+        message = await model_calls.invoke(model, to_langchain(messages))
     except ModelConfigError:
         raise
     except Exception as e:
@@ -281,7 +286,10 @@ class LLM(Node):
 
     def thoughts(self, state) -> str:
         try:
-            last = self.build_messages(state)[-1]["content"]
+            # the last prompt is the last message sent; rendering it alone spares the system prompt
+            # and the history, which `run` renders again in the same step
+            last = (render(self.prompt_templates[-1][1], state, to_text=as_json_text) if self.prompt_templates
+                    else self.build_messages(state)[-1]["content"])
         except Exception:
             last = ""
         return f"⌛Give me a moment—starting from: \n\n{last}\n\nI’ll figure out our best next move."
