@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.errors import NodeError, NodeTimeoutError
-from langgraph.types import Command, RetryPolicy
+if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every component without LangGraph
+    from langgraph.errors import NodeError
+    from langgraph.types import Command, RetryPolicy
 
 from nodes.base import ComponentError
 from runtime.state import LAST, OUTPUTS
@@ -57,6 +58,7 @@ def is_retryable(e: BaseException) -> bool:
         e = e.__cause__
     if isinstance(e, ModelCallError):
         return e.retryable
+    from langgraph.errors import NodeTimeoutError
     return isinstance(e, (NodeTimeoutError, TimeoutError, ConnectionError))
 
 
@@ -82,6 +84,7 @@ async def pause_before_retry(delay: float, attempt: int) -> None:
 
 
 def retry_policy_for(node) -> RetryPolicy | None:
+    from langgraph.types import RetryPolicy
     retries = node.params.max_retries
     if retries <= 0:
         return None
@@ -102,6 +105,7 @@ def failure_outputs(node, error: BaseException) -> dict[str, Any]:
     if isinstance(error, ComponentError) and error.component_id == node.id:
         return dict(error.outputs)
     message = str(error) or type(error).__name__
+    from langgraph.errors import NodeTimeoutError
     if isinstance(error, NodeTimeoutError):
         message = f"{node.id} timed out after {error.timeout:g} s"
     now = time.perf_counter()
@@ -118,6 +122,8 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
     method = node.params.exception_method
     if not method:
         return None
+    from langgraph.types import Command
+
     from runtime.turn import finish_after
     finish = names["__finish__"]             # the graph node the plan's end of the turn maps to
     goto = [names[t] for t in node.error_targets() if t in names]
