@@ -56,7 +56,8 @@ class Canvas:
         self.default_llm: str | None = None
         self._compiled: CompiledCanvas | None = None
         self._wiring: Wiring | None = None
-        self._builders: list[StateGraph] = []
+        if sys._getframe(1).f_globals.get("__name__") == "__main__":
+            _plain_errors()         # a script run as `python agent.py`: its canvas's errors are messages
 
     # --- the components ---------------------------------------------------------------------
     def component(self, cid: str, component_name: str, *, name: str = "", params: dict[str, Any] | None = None,
@@ -177,6 +178,27 @@ class Canvas:
     def compile(self, builder: StateGraph, checkpointer=None):
         """`builder.compile(checkpointer=...)`, the graph known as this canvas's (for `ragflow_events`)."""
         return self.runnable(builder).graph(checkpointer)
+
+
+def _plain_errors() -> None:
+    """Errors the module meets while it builds its graph (a component's bad params, say) are printed as
+    `canvas2graph run` prints them, one line each, not as a traceback; other errors are left alone."""
+    previous = sys.excepthook
+    if getattr(previous, "canvas2graph", False):
+        return
+    script = Path(sys.argv[0]).name
+
+    def hook(kind, value, traceback) -> None:
+        from canvas2graph.types import CompileError
+        if isinstance(value, CompileError):
+            for d in value.diagnostics:
+                print(f"{script}: {d}", file=sys.stderr)
+        elif isinstance(value, UsageError):
+            print(f"canvas2graph: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, traceback)
+    hook.canvas2graph = True        # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def main(canvas: Canvas, builder: StateGraph, argv: list[str] | None = None) -> int:
