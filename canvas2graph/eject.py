@@ -87,7 +87,6 @@ class Canvas:
         """The components compiled as the DSL would be (`CompileError` names every problem)."""
         if self._compiled is None:
             self._compiled = compile_dsl(self.dsl(), default_llm=self.effective_default_llm())
-            self._wiring = Wiring(self._compiled.plan)
         return self._compiled
 
     def effective_default_llm(self) -> str | None:
@@ -97,8 +96,9 @@ class Canvas:
 
     @property
     def wiring(self) -> Wiring:
-        self.compiled
-        assert self._wiring is not None
+        """How each node runs and routes, derived from the compiled components (`compiler.build`)."""
+        if self._wiring is None:
+            self._wiring = Wiring(self.compiled.plan)
         return self._wiring
 
     def _known(self, cid: str) -> None:
@@ -226,6 +226,8 @@ def _run(args) -> int:
     from runtime.cli import run_compiled
     canvas, builder = args.ejected
     if args.default_llm and args.default_llm != canvas.effective_default_llm():
-        raise EjectError("--default-llm cannot change a built graph: give it when ejecting "
-                         "(canvas2graph export DSL --format python --default-llm ...) or set canvas.default_llm")
+        # the module built its graph when it was loaded, with every llm_id set (or it would not have built)
+        raise EjectError("--default-llm cannot change the models of a built graph: give it when ejecting "
+                         "(canvas2graph export DSL --format python --default-llm ...), which writes it into "
+                         "the params, or set CANVAS2GRAPH_DEFAULT_LLM")
     return run_compiled(canvas.runnable(builder), args)

@@ -45,7 +45,9 @@ def _identifier(text: str) -> str:
     return f"_{name}" if name[0].isdigit() or keyword.iskeyword(name) else name
 
 
-def to_python(compiled, *, source: str | None = None, default_llm: str | None = None) -> str:
+def to_python(compiled, *, source: str | None = None) -> str:
+    """The module (its text) for a compiled canvas; `source` names the DSL file it came from.
+    The params are the loaded DSL's: `llm_id`s a default model filled are written filled."""
     plan = compiled.plan
     dsl = plan.dsl
     wiring = Wiring(plan)
@@ -77,8 +79,6 @@ def to_python(compiled, *, source: str | None = None, default_llm: str | None = 
     if dsl.variables:
         args.append(f"{INDENT}variables={literal(dsl.variables, INDENT)},")
     w("canvas = Canvas(\n" + "\n".join(args) + "\n)")
-    if default_llm:
-        w(f"canvas.default_llm = {default_llm!r}   # the model of components whose llm_id was empty")
     w("")
 
     # --- the components ----------------------------------------------------------------------

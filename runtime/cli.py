@@ -87,8 +87,7 @@ def cmd_export(args) -> int:
         data = to_dot(compiled.plan, title=agent_name(compiled, args.file) or None).encode()
     elif args.format == "python":
         from compiler.eject import to_python
-        data = to_python(compiled, source=None if args.file == "-" else Path(args.file).name,
-                         default_llm=args.default_llm).encode()
+        data = to_python(compiled, source=None if args.file == "-" else Path(args.file).name).encode()
     elif args.format == "mermaid":
         from compiler.export import to_mermaid
         data = to_mermaid(compiled.plan).encode()

@@ -140,3 +140,9 @@ def test_components_are_declared_before_the_graph_is_built():
         canvas.node("Message:Late")
     with pytest.raises(EjectError, match="does not route"):
         canvas.chosen("begin")
+
+
+def test_a_default_model_is_given_when_ejecting_not_when_running(tmp_path: Path):
+    status, events, err = run(ejected(tmp_path, ECHO), "--query", "hello", "--default-llm", "qwen@Tongyi")
+    assert status == 2 and events == []
+    assert "--default-llm cannot change the models of a built graph" in err
