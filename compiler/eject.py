@@ -116,7 +116,7 @@ def to_python(compiled, *, source: str | None = None) -> str:
                 container = plan.nodes[parent]
                 w(f"# inside {_comment(parent)} ({container.component_type}): its body, run once per pass")
             else:
-                w("# the canvas again")
+                w("# back on the canvas, outside any Iteration or Loop")
             scope = parent
         if node.role == "container":
             w(f"# {_comment(cid)} ({node.component_type}): enters {_comment(plan.starts.get(cid))}, which starts "
@@ -150,6 +150,8 @@ def to_python(compiled, *, source: str | None = None) -> str:
             if e.target == TURN_END and wiring.inline:
                 comment = "   # the end of the turn: this step records the answer"
             w(f"builder.add_edge({names[e.source]!r}, {target}){comment}")
+        elif e.kind == "error":
+            w(f"# on error, {_comment(e.source)} goes to {_comment(e.target)} (its error_handler above)")
         elif e.source in wiring.routed and e.source not in routed_done:
             routed_done.add(e.source)
             edges = wiring.routed[e.source]
