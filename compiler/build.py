@@ -21,6 +21,9 @@
   released in the same step runs beside it and then triggers it again, so `finish_turn` lets a later
   run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream;
 - every node is async, with a synchronous twin (`runtime.bridge`) for LangGraph's `invoke`/`stream`.
+
+`Wiring` is the per-node part (a node's step, its options, its router): an ejected canvas
+(`compiler.eject`, `canvas2graph.eject`) builds its nodes from it too, wired by its own code.
 """
 from __future__ import annotations
 
