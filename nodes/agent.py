@@ -244,7 +244,7 @@ class Agent(LLM):
                 yield piece
 
     async def _call(self, model, history, stream: bool):
-        """One model call: (piece, reply so far) pairs; the last pair carries the whole reply."""
+        """One model call: (piece, None) pairs while it streams; the last pair is (None, the whole reply)."""
         try:
             if not stream:
                 reply = await model_calls.invoke(model, history)

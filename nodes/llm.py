@@ -143,35 +143,39 @@ async def _pieces(model, messages) -> AsyncIterator[str]:
     report_usage(reply)
 
 
-async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk]]:
+async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk | None]]:
     """One streamed model call as pieces: "<think>", reasoning, "</think>", then the answer's text.
 
-    Yields (piece, the reply so far); the last pair is (None, the whole reply). Reasoning comes either
-    apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
-    between `<think>` tags; both become the same markers.
+    Yields (piece, None) while the reply streams, then (None, the whole reply) last. Reasoning comes
+    either apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
+    between `<think>` tags; both become the same markers. The chunks are merged into the reply once, at
+    the end: merging LangChain chunks one by one cost more than everything else between the model's
+    chunk and the `message` event it becomes.
     """
     from langchain_core.messages import AIMessageChunk
-    reply = AIMessageChunk(content="")
+    from langchain_core.messages.ai import add_ai_message_chunks
+    chunks: list[AIMessageChunk] = []
     thinking = False
     async for chunk in model_calls.stream(model, history):
-        reply = reply + chunk
+        chunks.append(chunk)
         reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
         if reasoning:
             if not thinking:
                 thinking = True
-                yield "<think>", reply
-            yield reasoning, reply
+                yield "<think>", None
+            yield reasoning, None
         text = text_of(chunk.content)
         if text:
             if thinking:
                 thinking = False
-                yield "</think>", reply
+                yield "</think>", None
             for piece in _THINK_SPLIT.split(text):
                 if piece:
-                    yield piece, reply
+                    yield piece, None
     if thinking:
-        yield "</think>", reply
-    yield None, reply
+        yield "</think>", None
+    start = AIMessageChunk(content="")
+    yield None, add_ai_message_chunks(start, *chunks) if chunks else start
 
 
 async def merge_think_blocks(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
