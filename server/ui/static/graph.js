@@ -1,0 +1,140 @@
+// The agent's graph: the SVG the server draws with Graphviz (POST /graphs/export), whose boxes carry
+// their component id (the node's tooltip), coloured as the turn's events arrive, and the same states as
+// a list (for screen readers and narrow windows).
+import { request } from './api.js';
+import { h, clear, seconds } from './dom.js';
+
+const XLINK = 'http://www.w3.org/1999/xlink';
+export const STATES = ['waiting', 'running', 'done', 'error', 'paused', 'cancelled'];
+
+/** The SVG as elements of this page, without anything active (scripts, event handlers, links, foreign content). */
+function safeSvg(text) {
+  const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+  const svg = doc.documentElement;
+  if (!svg || svg.nodeName !== 'svg' || doc.getElementsByTagName('parsererror').length) return null;
+  for (const bad of [...svg.querySelectorAll('script, foreignObject, iframe, use, image, animate, set')]) bad.remove();
+  for (const el of [svg, ...svg.querySelectorAll('*')]) {
+    for (const attr of [...el.attributes]) {
+      const name = attr.name.toLowerCase();
+      if (name.startsWith('on') || name === 'href' || name === 'xlink:href' || name === 'style') el.removeAttribute(attr.name);
+    }
+  }
+  return document.importNode(svg, true);
+}
+
+export class GraphView {
+  constructor() {
+    this.picture = h('div', { class: 'graph-picture' });
+    this.list = h('ol', { class: 'states', 'aria-label': 'Component states' });
+    this.element = h('section', { class: 'card graph', 'aria-labelledby': 'graph-title' },
+      h('h2', { id: 'graph-title' }, 'Graph'),
+      h('ul', { class: 'legend', 'aria-label': 'Legend' },
+        STATES.map(s => h('li', { class: `state-${s}` }, h('span', { class: 'swatch', 'aria-hidden': 'true' }), s))),
+      this.picture,
+      h('details', { class: 'state-list', open: true }, h('summary', {}, 'Components'), this.list));
+    this.nodes = new Map();     // component id -> {box (svg g), item (li), name, type}
+  }
+
+  /** Draw the DSL's graph and list its components (ids from the DSL; names from the drawing). */
+  async load(dsl) {
+    clear(this.picture);
+    clear(this.list);
+    this.nodes.clear();
+    const components = (dsl && dsl.components) || {};
+    for (const [id, cpn] of Object.entries(components)) {
+      const type = (cpn && cpn.obj && cpn.obj.component_name) || '';
+      const status = h('span', { class: 'state-text' }, 'waiting');
+      const detail = h('span', { class: 'state-detail' });
+      const item = h('li', { class: 'state-waiting', dataset: { component: id, state: 'waiting' } },
+        h('span', { class: 'swatch', 'aria-hidden': 'true' }), h('code', {}, id), ' ', h('span', { class: 'muted' }, type), ' · ', status, detail);
+      this.list.append(item);
+      this.nodes.set(id, { item, status, detail, box: null, type });
+    }
+    let response;
+    try {
+      response = await request('POST', '/graphs/export', { dsl, format: 'svg' });
+    } catch (e) {
+      this.picture.append(h('p', { class: 'muted' }, `The picture is not available: ${e.message}`));
+      return;
+    }
+    if (!response.ok) {
+      const reply = await response.json().catch(() => ({}));
+      this.picture.append(h('p', { class: 'muted' }, `The picture is not available: ${reply.message || response.status}`));
+      return;
+    }
+    const svg = safeSvg(await response.text());
+    if (!svg) {
+      this.picture.append(h('p', { class: 'muted' }, 'The picture could not be read.'));
+      return;
+    }
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'The agent graph; component states are listed below it');
+    for (const group of svg.querySelectorAll('g.node')) {
+      const link = group.querySelector('a');
+      const id = link && (link.getAttributeNS(XLINK, 'title') || link.getAttribute('xlink:title') || link.getAttribute('title'));
+      if (!id || !this.nodes.has(id)) continue;
+      group.dataset.component = id;
+      group.classList.add('state-waiting');
+      const tip = document.createElementNS('http://www.w3.org/2000/svg', 'title');
+      tip.textContent = `${id}: waiting`;
+      group.prepend(tip);
+      this.nodes.get(id).box = group;
+      this.nodes.get(id).tip = tip;
+    }
+    this.picture.append(svg);
+  }
+
+  /** Every component back to waiting (a new turn). */
+  reset() {
+    for (const id of this.nodes.keys()) this.set(id, 'waiting');
+  }
+
+  /** One component's state; `detail` is shown beside it (elapsed time, error). */
+  set(id, state, detail = '') {
+    const node = this.nodes.get(id);
+    if (!node) return;
+    for (const el of [node.item, node.box].filter(Boolean)) {
+      for (const s of STATES) el.classList.remove(`state-${s}`);
+      el.classList.add(`state-${state}`);
+      el.dataset.state = state;
+    }
+    node.status.textContent = state;
+    node.detail.textContent = detail ? ` (${detail})` : '';
+    if (node.tip) node.tip.textContent = `${id}: ${state}${detail ? ` (${detail})` : ''}`;
+  }
+
+  state(id) {
+    const node = this.nodes.get(id);
+    return node ? node.item.dataset.state : undefined;
+  }
+
+  /** What one RAGFlow event says about the components. */
+  apply(event) {
+    const data = event.data || {};
+    const id = data.component_id;
+    switch (event.event) {
+      case 'workflow_started':
+        this.reset();
+        break;
+      case 'node_started':
+        this.set(id, 'running');
+        break;
+      case 'node_finished':
+        if (data.error) this.set(id, 'error', String(data.error));
+        else this.set(id, 'done', seconds(data.elapsed_time));
+        break;
+      case 'user_inputs':
+        for (const [cid, node] of this.nodes) if (node.item.dataset.state === 'running') this.set(cid, 'paused', 'waiting for the form');
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** The turn ended: whatever still runs was cancelled (or never reported back). */
+  finish(cancelled) {
+    for (const [cid, node] of this.nodes) {
+      if (node.item.dataset.state === 'running') this.set(cid, cancelled ? 'cancelled' : 'done');
+    }
+  }
+}
