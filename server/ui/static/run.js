@@ -45,8 +45,8 @@ export async function runPage(main, agentId, sessionId) {
   const query = h('textarea', { id: 'query', rows: 2, placeholder: 'Ask the agent…' });
   const send = h('button', { type: 'submit', class: 'primary' }, 'Send');
   const cancel = h('button', { type: 'button', class: 'danger', disabled: true }, 'Cancel');
-  const composer = h('form', { class: 'composer', 'aria-label': 'Message the agent' },
-    h('label', { for: 'query' }, 'Message'), query, h('div', { class: 'buttons' }, send, cancel));
+  const composer = h('form', { class: 'composer', 'aria-label': 'Chat input' },
+    h('label', { for: 'query' }, 'Your message'), query, h('div', { class: 'buttons' }, send, cancel));
   let controller = null;
   let beginForm = null;
 
