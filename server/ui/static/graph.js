@@ -40,8 +40,13 @@ export class GraphView {
     clear(this.picture);
     clear(this.list);
     this.nodes.clear();
+    this.upstream = new Map();
     const components = (dsl && dsl.components) || {};
     for (const [id, cpn] of Object.entries(components)) {
+      for (const next of (cpn && cpn.downstream) || []) {
+        if (!this.upstream.has(next)) this.upstream.set(next, []);
+        this.upstream.get(next).push(id);
+      }
       const type = (cpn && cpn.obj && cpn.obj.component_name) || '';
       const status = h('span', { class: 'state-text' }, 'waiting');
       const detail = h('span', { class: 'state-detail' });
@@ -124,11 +129,20 @@ export class GraphView {
         else this.set(id, 'done', seconds(data.elapsed_time));
         break;
       case 'user_inputs':
-        for (const [cid, node] of this.nodes) if (node.item.dataset.state === 'running') this.set(cid, 'paused', 'waiting for the form');
+        for (const cid of this.asking()) this.set(cid, 'paused', 'waiting for the form');
         break;
       default:
         break;
     }
+  }
+
+  /** The components a form comes from: those still running, else a UserFillUp whose upstream is done
+   * (the pause interrupts it before it reports a start). */
+  asking() {
+    const running = [...this.nodes].filter(([, n]) => n.item.dataset.state === 'running').map(([cid]) => cid);
+    if (running.length) return running;
+    return [...this.nodes].filter(([cid, n]) => n.type === 'UserFillUp' && n.item.dataset.state === 'waiting'
+      && (this.upstream.get(cid) || []).some(up => this.state(up) === 'done')).map(([cid]) => cid);
   }
 
   /** The turn ended: whatever still runs was cancelled (or never reported back). */
