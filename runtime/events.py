@@ -28,6 +28,7 @@ STREAM_MODES = ["tasks", "custom"]
 FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
+MESSAGE_ID = "message_id"              # the checkpoint metadata key naming the run's message
 MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we know they did not pause
 
 
@@ -292,8 +293,10 @@ class TurnEvents:
         else:
             yield adapter.workflow_started()
         options = {"durability": self.durability} if self.durability else {}
+        # every checkpoint of this run names its message: the step trace groups steps by it (runtime/trace.py)
+        config = {**self.config, "metadata": {**(self.config.get("metadata") or {}), MESSAGE_ID: adapter.message_id}}
         try:
-            async for part in self.graph.astream(self.input, self.config, context=self.context,
+            async for part in self.graph.astream(self.input, config, context=self.context,
                                                  stream_mode=STREAM_MODES, version="v2", **options):
                 for event in adapter.feed(part):
                     yield event
