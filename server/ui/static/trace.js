@@ -40,7 +40,8 @@ export async function tracePage(main, agentId, sessionId) {
     const steps = turn.steps || [];
     return h('section', { class: 'card turn', dataset: { turn: String(turn.turn) }, 'aria-label': `Turn ${turn.turn}` },
       h('h2', {}, `Turn ${turn.turn}`, turn.query ? h('span', { class: 'query' }, `: ${typeof turn.query === 'string' ? turn.query : pretty(turn.query)}`) : null),
-      h('p', { class: 'muted' }, `${turn.status || ''} · ${steps.length} step${steps.length === 1 ? '' : 's'}`),
+      h('p', { class: 'muted' }, `${turn.status || ''} · ${steps.length} step${steps.length === 1 ? '' : 's'}`,
+        turn.fork_of ? ` · run again from a step of turn ${turn.fork_of}` : ''),
       h('ol', { class: 'steps' }, steps.map(step => h('li', {}, stepDetails(turn, step)))));
   }
 
@@ -57,6 +58,7 @@ export async function tracePage(main, agentId, sessionId) {
         step.error ? h('p', { class: 'error' }, String(step.error)) : null,
         block('Inputs', step.inputs), block('Outputs', step.outputs),
         modelMessages(step.messages), block('Usage', step.usage), block('Tool calls', step.tool_calls),
+        block('Waiting for this form', step.form),
         step.checkpoint_id ? h('button', { type: 'button', class: 'primary', onclick: () => forkForm(turn, step) }, 'Run again from here') : null));
     return details;
   }
@@ -80,7 +82,7 @@ export async function tracePage(main, agentId, sessionId) {
     form.addEventListener('submit', async event => {
       event.preventDefault();
       error.textContent = '';
-      const body = { checkpoint_id: step.checkpoint_id, stream: true };
+      const body = { checkpoint_id: step.checkpoint_id, component_id: step.component_id, stream: true };
       try {
         if (inputs.value.trim() !== original.inputs.trim()) body.inputs = JSON.parse(inputs.value);
         if (outputs.value.trim() !== original.outputs.trim()) body.outputs = JSON.parse(outputs.value);

@@ -297,3 +297,51 @@ def test_the_run_page_reads_on_a_narrow_window_and_works_from_the_keyboard(brows
     focused = b.page.evaluate("document.activeElement.tagName + ':' + getComputedStyle(document.activeElement).outlineStyle")
     assert focused.split(":")[1] != "none", focused
     b.shot("narrow")
+
+
+# --- trace and time travel ------------------------------------------------------------------------------
+def test_the_trace_shows_every_step_and_a_fork_with_an_edited_input_streams_a_new_answer(browsing, ui_server, alice_token):
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(CHAT_DSL, "Traced")
+    first = alice.stream("/agents/chat/completions", {"agent_id": agent_id, "query": "first question", "stream": True})
+    session_id = first[0]["session_id"]
+    alice.stream("/agents/chat/completions", {"agent_id": agent_id, "session_id": session_id, "query": "second question",
+                                              "stream": True})
+    b = browsing()
+    b.sign_in(alice_token)
+    open_agent(b, "Traced")
+    b.page.locator(f'a[data-session-id="{session_id}"]').click()
+    b.page.get_by_role("link", name="Trace of this session").click()
+    turns = b.page.locator("section.turn")
+    expect(turns).to_have_count(2)
+    expect(turns.nth(0)).to_contain_text("first question")
+    first_turn = turns.nth(0)
+    expect(first_turn.locator("details.step")).to_have_count(3)
+    llm = first_turn.locator('details.step[data-component="LLM:A"]')
+    llm.locator("summary").click()
+    expect(llm).to_contain_text("Messages sent to the model")
+    expect(llm.locator(".model-messages")).to_contain_text("first question")
+    expect(llm).to_contain_text("total_tokens")
+    expect(llm).to_contain_text("Answer 1 from LLM:A.")
+    b.shot("trace")
+
+    # run turn 1 again from Message:M with an edited input: the new branch streams its own answer
+    message = first_turn.locator('details.step[data-component="Message:M"]')
+    message.locator("summary").click()
+    message.get_by_role("button", name="Run again from here").click()
+    inputs = b.page.get_by_label("Inputs (JSON)")
+    edited = json.loads(inputs.input_value())
+    assert edited["sys.query"] == "first question"
+    edited["sys.query"] = "an <b>edited</b> question"
+    inputs.fill(json.dumps(edited))
+    b.page.get_by_role("button", name="Run the new branch").click()
+    branch = b.page.get_by_role("list", name="The new branch")
+    expect(branch).to_contain_text("You said:an <b>edited</b> question")
+    expect(b.page.locator("section.fork")).to_contain_text("The new branch finished.")
+    expect(component(b, "Message:M")).to_have_attribute("data-state", "done")
+    assert b.page.locator("main b").count() == 0
+    b.shot("fork")
+    # the original branch stays: its first answer is still in the session's history
+    b.page.get_by_role("link", name="Back to the chat").click()
+    expect(b.page.locator(".message.assistant").first).to_contain_text("You said:first question")
+    assert b.errors == []
