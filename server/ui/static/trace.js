@@ -34,6 +34,18 @@ export async function tracePage(main, agentId, sessionId) {
     clear(turnsBox);
     if (!trace.turns || !trace.turns.length) turnsBox.append(h('p', { class: 'muted' }, 'This session has no turns yet.'));
     for (const turn of trace.turns || []) turnsBox.append(turnSection(turn));
+    const last = (trace.turns || []).at(-1);
+    if (last && !controller) showTurn(last);
+  }
+
+  /** The graph coloured by one turn's steps (a paused step's component as paused). */
+  function showTurn(turn) {
+    graph.reset();
+    for (const step of turn.steps || []) {
+      if (step.error) graph.set(step.component_id, 'error', String(step.error));
+      else if (step.form) graph.set(step.component_id, 'paused', 'waiting for the form');
+      else graph.set(step.component_id, 'done', seconds(step.elapsed));
+    }
   }
 
   function turnSection(turn) {
@@ -42,6 +54,7 @@ export async function tracePage(main, agentId, sessionId) {
       h('h2', {}, `Turn ${turn.turn}`, turn.query ? h('span', { class: 'query' }, `: ${typeof turn.query === 'string' ? turn.query : pretty(turn.query)}`) : null),
       h('p', { class: 'muted' }, `${turn.status || ''} · ${steps.length} step${steps.length === 1 ? '' : 's'}`,
         turn.fork_of ? ` · run again from a step of turn ${turn.fork_of}` : ''),
+      h('button', { type: 'button', onclick: () => showTurn(turn) }, `Show turn ${turn.turn} on the graph`),
       h('ol', { class: 'steps' }, steps.map(step => h('li', {}, stepDetails(turn, step)))));
   }
 
