@@ -136,6 +136,17 @@ export async function runPage(main, agentId, sessionId) {
       else if (m.role === 'assistant' && !m.content) chat.message('assistant', '(no answer: the turn paused or ended without a message)');
       else chat.message(m.role, m.content, m.reference);
     }
+    // a session paused for a form shows the form again (the trace knows what the paused step waits for)
+    api('GET', `/agents/${encodeURIComponent(agentId)}/sessions/${encodeURIComponent(sessionId)}/trace`).then(trace => {
+      const last = (trace.turns || []).at(-1);
+      const step = last && last.status === 'paused' && (last.steps || []).at(-1);
+      if (!step || controller) return;
+      // the form as the pause asked it, else as the DSL declares it (without the tips, which are rendered at run time)
+      const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};
+      const form = step.form || { inputs: declared.inputs || {} };
+      graph.set(step.component_id, 'paused', 'waiting for the form');
+      showForm(form.inputs || {}, form.tips || '');
+    }).catch(() => {});
   } else {
     if (beginParams.prologue) chat.message('assistant', beginParams.prologue);
     if (Object.keys(beginInputs).length) {
