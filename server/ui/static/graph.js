@@ -6,6 +6,16 @@ import { h, clear, seconds } from './dom.js';
 
 const XLINK = 'http://www.w3.org/1999/xlink';
 export const STATES = ['waiting', 'running', 'done', 'error', 'paused', 'cancelled'];
+// How a box is outlined in each state (set as SVG attributes: Chromium does not always repaint an SVG
+// shape when only a class on its group changes). The colours match style.css's legend.
+const OUTLINE = {
+  waiting: { stroke: '#c7ccd4', 'stroke-width': '1', 'stroke-dasharray': 'none' },
+  running: { stroke: '#1f6feb', 'stroke-width': '4', 'stroke-dasharray': 'none' },
+  done: { stroke: '#2da44e', 'stroke-width': '3', 'stroke-dasharray': 'none' },
+  error: { stroke: '#cf222e', 'stroke-width': '4', 'stroke-dasharray': 'none' },
+  paused: { stroke: '#bf8700', 'stroke-width': '4', 'stroke-dasharray': '6 3' },
+  cancelled: { stroke: '#6e7781', 'stroke-width': '3', 'stroke-dasharray': '2 2' },
+};
 
 /** The SVG as elements of this page, without anything active (scripts, event handlers, links, foreign content). */
 function safeSvg(text) {
@@ -79,12 +89,12 @@ export class GraphView {
       const id = link && (link.getAttributeNS(XLINK, 'title') || link.getAttribute('xlink:title') || link.getAttribute('title'));
       if (!id || !this.nodes.has(id)) continue;
       group.dataset.component = id;
-      group.classList.add('state-waiting');
       const tip = document.createElementNS('http://www.w3.org/2000/svg', 'title');
       tip.textContent = `${id}: waiting`;
       group.prepend(tip);
       this.nodes.get(id).box = group;
       this.nodes.get(id).tip = tip;
+      this.set(id, 'waiting');
     }
     this.picture.append(svg);
   }
@@ -102,6 +112,11 @@ export class GraphView {
       for (const s of STATES) el.classList.remove(`state-${s}`);
       el.classList.add(`state-${state}`);
       el.dataset.state = state;
+    }
+    if (node.box) {
+      for (const shape of node.box.querySelectorAll('path, polygon, ellipse')) {
+        for (const [name, value] of Object.entries(OUTLINE[state])) shape.setAttribute(name, value);
+      }
     }
     node.status.textContent = state;
     node.detail.textContent = detail ? ` (${detail})` : '';
