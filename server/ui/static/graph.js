@@ -94,7 +94,8 @@ export class GraphView {
       group.prepend(tip);
       this.nodes.get(id).box = group;
       this.nodes.get(id).tip = tip;
-      this.set(id, 'waiting');
+      const known = this.nodes.get(id);           // keep a state set while the picture loaded
+      this.set(id, known.item.dataset.state || 'waiting', known.detailText || '');
     }
     this.picture.append(svg);
   }
@@ -118,6 +119,7 @@ export class GraphView {
         for (const [name, value] of Object.entries(OUTLINE[state])) shape.setAttribute(name, value);
       }
     }
+    node.detailText = detail;
     node.status.textContent = state;
     node.detail.textContent = detail ? ` (${detail})` : '';
     if (node.tip) node.tip.textContent = `${id}: ${state}${detail ? ` (${detail})` : ''}`;
