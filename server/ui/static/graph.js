@@ -162,10 +162,13 @@ export class GraphView {
       && (this.upstream.get(cid) || []).some(up => this.state(up) === 'done')).map(([cid]) => cid);
   }
 
-  /** The turn ended: whatever still runs was cancelled (or never reported back). */
-  finish(cancelled) {
+  /** The turn ended: what still runs was stopped by a cancel or a failure (else it never reported back). */
+  finish({ cancelled = false, failed = false } = {}) {
     for (const [cid, node] of this.nodes) {
-      if (node.item.dataset.state === 'running') this.set(cid, cancelled ? 'cancelled' : 'done');
+      if (node.item.dataset.state !== 'running') continue;
+      if (cancelled) this.set(cid, 'cancelled');
+      else if (failed) this.set(cid, 'cancelled', 'stopped by the error');
+      else this.set(cid, 'done');
     }
   }
 }

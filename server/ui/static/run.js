@@ -16,7 +16,9 @@ function sessionLabel(session) {
 /** Turn events into the graph, the chat and the page's state; used by runs and by forks. */
 export async function streamTurn({ path, body, graph, chat, signal, onSession, onForm }) {
   let cancelled = false;
+  let failed = false;
   await stream(path, body, event => {
+    if ((event.event === 'node_finished' && event.data && event.data.error) || (!event.event && event.code)) failed = true;
     if (event.session_id && onSession) onSession(event.session_id);
     if (event.event === 'workflow_finished' && event.data && event.data.outputs === CANCELLED) {
       cancelled = true;
@@ -25,8 +27,8 @@ export async function streamTurn({ path, body, graph, chat, signal, onSession, o
     graph.apply(event);
     chat.apply(event, onForm);
   }, signal);
-  graph.finish(cancelled);
-  return { cancelled };
+  graph.finish({ cancelled, failed });
+  return { cancelled, failed };
 }
 
 export async function runPage(main, agentId, sessionId) {
@@ -87,9 +89,10 @@ export async function runPage(main, agentId, sessionId) {
     if (sessionId) body.session_id = sessionId;
     if (inputs) body.inputs = inputs;
     try {
-      const { cancelled } = await streamTurn({ path: '/agents/chat/completions', body, graph, chat, signal: controller.signal,
+      const outcome = await streamTurn({ path: '/agents/chat/completions', body, graph, chat, signal: controller.signal,
         onSession: setSession, onForm: showForm });
-      status.textContent = cancelled ? 'Cancelled.' : 'Finished.';
+      const { cancelled, failed } = outcome;
+      status.textContent = cancelled ? 'Cancelled.' : failed ? 'Finished with an error.' : 'Finished.';
     } catch (e) {
       if (e.name !== 'AbortError') {
         chat.notice(e.message, 'error');

@@ -16,9 +16,10 @@ CHROMIUM = os.environ.get("CANVAS2GRAPH_CHROMIUM") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("CANVAS2GRAPH_UI_ARTIFACTS") or REPO / "tests" / "artifacts" / "ui")
 
 # Short answers stream in a few pieces 100 ms apart (long enough to see a component running); LLM:Slow's
-# answer takes about 4 s (40 pieces), long enough to cancel.
+# answer takes about 4 s (40 pieces), long enough to cancel; LLM:Fails's provider fails.
 UI_SCRIPT = {
-    "by_component": {"LLM:Slow": [" ".join(f"word{i}" for i in range(40))]},
+    "by_component": {"LLM:Slow": [" ".join(f"word{i}" for i in range(40))],
+                     "LLM:Fails": [{"error": "the provider is down"}]},
     "auto_reply": "Answer {n} from {component}.",
     "stream_chunks": 60,
     "chunk_interval_ms": 100,

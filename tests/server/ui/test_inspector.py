@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.server.helpers import BROKEN_DSL, Api, cpn
+from tests.server.helpers import BROKEN_DSL, FAILING_DSL, Api, cpn
 from tests.server.ui.conftest import Browsing
 
 # begin -> LLM:A -> Message:M, which echoes the question
@@ -252,6 +252,21 @@ def test_cancel_stops_a_long_turn(browsing, ui_server, alice_token):
     expect(b.page.locator(".message.assistant")).to_have_count(1)      # LLM:After never answered
     expect(b.page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     b.shot("cancelled")
+
+
+def test_a_failing_component_turns_red_with_its_message(browsing, ui_server, alice_token):
+    Api(ui_server, alice_token).agent(FAILING_DSL, "Fails")
+    b = browsing()
+    b.sign_in(alice_token)
+    open_agent(b, "Fails")
+    send(b, "anything")
+    expect(component(b, "LLM:Fails")).to_have_attribute("data-state", "error")
+    expect(component(b, "LLM:Fails")).to_contain_text("the provider is down")
+    expect(box(b, "LLM:Fails")).to_have_class(re.compile("state-error"))
+    expect(b.page.locator(".message.notice-error").first).to_contain_text("the provider is down")
+    expect(b.page.get_by_role("status").filter(has_text="Finished with an error.")).to_be_visible()
+    expect(component(b, "Message:M")).to_contain_text("stopped by the error")     # started, never finished
+    b.shot("error")
 
 
 # --- safety ---------------------------------------------------------------------------------------------
