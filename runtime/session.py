@@ -212,7 +212,12 @@ class Runner:
         start_config = config
         if request.fork is not None:
             context.overrides = dict(request.fork.overrides)
-            start_config = {**config, "configurable": {**config["configurable"], **request.fork.config["configurable"]}}
+            fork_config = request.fork.config
+            if request.fork.resume is not None:
+                # a form answered on a new branch: a copy of its checkpoint (LangGraph's "__copy__" fork), which
+                # holds no answer yet; time travel to the checkpoint itself would replay the answer it has
+                fork_config = await self.graph.aupdate_state(fork_config, None, as_node="__copy__")
+            start_config = {**config, "configurable": {**config["configurable"], **fork_config["configurable"]}}
         # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
         run_config = {**start_config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,

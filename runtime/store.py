@@ -591,6 +591,11 @@ class Store:
                                       "LIMIT ? OFFSET ?", tuple(params) + _page(page, page_size))
         return [_session(r, with_dsl) for r in rows]
 
+    async def session_dsl(self, session_id: str) -> str | None:
+        """The DSL a session runs, whoever's it is (for the operator's `canvas2graph trace`)."""
+        rows = await self.db.fetchall("SELECT dsl FROM c2g_sessions WHERE id = ?", (session_id,))
+        return rows[0]["dsl"] if rows else None
+
     async def find_session_of_message(self, tenant: str, agent_id: str | None, message_id: str) -> Session | None:
         """The tenant's session (of `agent_id`, if given) whose message log has a message with this id."""
         if not message_id:

@@ -29,18 +29,20 @@ so the session continues from it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runtime.events import FINISH, HANDLER_PREFIX, MESSAGE_ID
+from runtime.events import CANCELLED_TEXT, FINISH, HANDLER_PREFIX, MESSAGE_ID
 from runtime.state import LAST, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
-__all__ = ["atrace", "trace", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
+__all__ = ["atrace", "trace", "atrace_message", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
 
 FORMS = {"UserFillUp", "Begin"}         # components whose inputs are a form's answers
 _CANCELLED = "TurnCancelled"
+_REPR = re.compile(r"^\w+\((['\"])(.*)\1\)$", re.S)
 
 
 class ForkError(ValueError):
@@ -70,13 +72,12 @@ def _thread_config(config: dict) -> dict:
 
 async def _lineage(graph, config: dict) -> list:
     """The snapshots of one branch, oldest first: from `config`'s checkpoint (else the newest) back to the first."""
-    snapshots = {}
-    newest = None
-    async for snapshot in graph.aget_state_history(_thread_config(config)):
-        cid = snapshot.config["configurable"]["checkpoint_id"]
-        snapshots[cid] = snapshot
-        if newest is None:
-            newest = cid            # newest first
+    return _branch([snapshot async for snapshot in graph.aget_state_history(_thread_config(config))], config)
+
+
+def _branch(history: list, config: dict) -> list:
+    snapshots = {snapshot.config["configurable"]["checkpoint_id"]: snapshot for snapshot in history}
+    newest = history[0].config["configurable"]["checkpoint_id"] if history else None     # newest first
     head = (config.get("configurable") or {}).get("checkpoint_id") or newest
     if head is not None and head not in snapshots:
         raise ForkError("checkpoint_id", f"checkpoint {head} is not a checkpoint of this session", missing=True)
@@ -102,6 +103,9 @@ def _error_text(error: Any) -> str | None:
         return None
     if isinstance(error, dict):          # how some checkpointers keep an exception
         return str(error.get("message") or error)
+    if isinstance(error, str):           # LangGraph keeps a task's exception as its repr: "Name('text')"
+        match = _REPR.match(error)
+        return match.group(2) if match else error
     message = getattr(error, "message", None)
     return str(message) if message else (str(error) or type(error).__name__)
 
@@ -144,14 +148,18 @@ class _Builder:
         last = result.get(LAST) or {}
         outputs = dict(written.get(node.id) or {})
         pending = next((v for v in outputs.values() if is_pending(v)), None)
+        if pending is not None:     # a generation a Message streams: its text arrives with the Message's step
+            outputs = {k: (None if is_pending(v) else v) for k, v in outputs.items()}
         error = None if paused else (_error_text(task.error) or outputs.get("_ERROR") or None)
+        if error and _CANCELLED in f"{type(task.error).__name__} {task.error}":
+            error = CANCELLED_TEXT      # stopped at this node's boundary by a cancel request
         step = {"step": (snapshot.metadata or {}).get("step", -1) + 1,
                 "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
                 "component_id": node.id, "component_name": node.display_name,
                 "component_type": node.component_type,
                 "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id else {},
                 "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error}
-        if paused:
+        if task.interrupts:
             form = task.interrupts[0].value if hasattr(task.interrupts[0], "value") else task.interrupts[0]
             step["form"] = form if isinstance(form, dict) else {"value": form}
         if pending is not None and pending.get("messages"):
@@ -189,8 +197,9 @@ def _build(canvas, chain: list) -> list[dict]:
         metadata = snapshot.metadata or {}
         child = chain[index + 1] if index + 1 < len(chain) else None
         child_meta = (child.metadata or {}) if child is not None else {}
-        if child_meta.get("source") == "fork":
+        if child_meta.get("source") == "fork" and child_meta.get(MESSAGE_ID):
             continue                # a fork ran this checkpoint's tasks again: the branch has the new run's
+        # (a fork without a message id is a copy of a checkpoint, made beside it: this one's tasks did run)
         # the run that ran this checkpoint's tasks made the next checkpoint (a paused or stopped one: this one)
         run_meta = child_meta if child_meta.get("source") == "loop" else metadata
         message_id = run_meta.get(MESSAGE_ID) or metadata.get(MESSAGE_ID)
@@ -232,7 +241,7 @@ def _statuses(turns: list[dict], chain: list) -> None:
     for i, turn in enumerate(turns):
         last_turn = i == len(turns) - 1
         errors = [s["error"] for s in turn["steps"] if s["error"]]
-        if any(_CANCELLED in str(e) or "cancel" in str(e).lower() for e in errors):
+        if CANCELLED_TEXT in errors:
             turn["status"] = "cancelled"
         elif errors:
             turn["status"] = "failed"
@@ -252,13 +261,28 @@ async def atrace(graph, config: dict) -> list[dict]:
 
 
 def trace(graph, config: dict) -> list[dict]:
-    """`atrace` for synchronous callers (on canvas2graph's node loop, as `invoke` runs nodes)."""
-    from runtime.bridge import run_sync
-    return run_sync(atrace(graph, config))
+    """`atrace` for synchronous callers: the graph's synchronous `get_state_history` (a sync checkpointer)."""
+    from compiler.canvas import canvas_of
+    chain = _branch(list(graph.get_state_history(_thread_config(config))), config)
+    return _build(canvas_of(graph), chain)
 
 
 def turn_of(turns: list[dict], message_id: str) -> dict | None:
     return next((t for t in turns if t["message_id"] == message_id), None)
+
+
+async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
+    """The turn of the run that sent `message_id`, whichever branch of the thread holds it (a fork leaves
+    the run it cut short on the old branch, whole); None when no checkpoint names it."""
+    from compiler.canvas import canvas_of
+    thread = _thread_config(config)
+    head = None
+    async for snapshot in graph.aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
+        head = snapshot.config["configurable"]["checkpoint_id"]
+    if head is None:
+        return None
+    chain = await _lineage(graph, {**thread, "configurable": {**thread["configurable"], "checkpoint_id": head}})
+    return turn_of(_build(canvas_of(graph), chain), message_id)
 
 
 # --- forks ------------------------------------------------------------------------------------------

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from compiler import CompileError, compile_dsl
 from runtime.session import TurnRequest
-from runtime.trace import ForkError, atrace, fork_plan, turn_of
+from runtime.trace import ForkError, atrace, atrace_message, fork_plan
 from server.auth import tenant
-from server.errors import ApiError, RetCode, argument_error, not_found, ok
+from server.errors import ApiError, argument_error, not_found, ok
 from server.routes.agents import owned_agent, store
 from server.turns import answer, diagnostics_error, start_turn
 
@@ -129,17 +129,24 @@ def _config(session_id: str) -> dict:
     return {"configurable": {"thread_id": session_id}}
 
 
-async def _turns(request: Request, session) -> list[dict]:
+async def _turns(request: Request, session, checkpoint_id: str | None = None) -> list[dict]:
     graph = await _graph(request, session)
+    config = _config(session.id)
+    if checkpoint_id:
+        config["configurable"]["checkpoint_id"] = checkpoint_id
     try:
-        return await atrace(graph, _config(session.id))
+        return await atrace(graph, config)
     except ForkError as e:
         raise _fork_error(e)
 
 
+async def _message_turn(request: Request, session, message_id: str) -> dict | None:
+    return await atrace_message(await _graph(request, session), _config(session.id), message_id)
+
+
 def _fork_error(error: ForkError) -> ApiError:
-    if error.missing:
-        return ApiError(RetCode.DATA_ERROR, f"`{error.field}`: {error}", status=404)
+    """A request that does not fit the session (an unknown checkpoint, one of another session, an input the
+    component does not have): the caller's mistake, a 400 naming the field."""
     return argument_error(f"`{error.field}`: {error}")
 
 
@@ -167,9 +174,13 @@ def _ragflow_log(step: dict) -> dict:
 @router.get("/agents/{agent_id}/sessions/{session_id}/trace", response_model=TraceReply,
             response_model_exclude_unset=True,
             summary="The session's step trace: every step of every turn, read from its checkpoints")
-async def session_trace(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant)):
+async def session_trace(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant),
+                        checkpoint_id: str | None = Query(None, description=(
+                            "trace the branch that leads to this checkpoint (one a fork left behind, say) "
+                            "instead of the session's current one"))):
     session = await _session(request, tenant_id, agent_id, session_id)
-    return ok({"session_id": session.id, "agent_id": agent_id, "turns": await _turns(request, session)})
+    turns = await _turns(request, session, checkpoint_id)
+    return ok({"session_id": session.id, "agent_id": agent_id, "turns": turns})
 
 
 @router.post("/agents/{agent_id}/sessions/{session_id}/fork",
@@ -190,7 +201,7 @@ async def message_logs(request: Request, agent_id: str, message_id: str, tenant_
     session = await store(request).find_session_of_message(tenant_id, agent_id, message_id)
     if session is None:
         return ok({})
-    found = turn_of(await _turns(request, session), message_id)
+    found = await _message_turn(request, session, message_id)
     if found is None:
         return ok({})
     return ok([_ragflow_log(step) for step in found["steps"]])
@@ -211,7 +222,7 @@ async def rerun(request: Request, body: Rerun, tenant_id: str = Depends(tenant))
         session = await store(request).find_session_of_message(tenant_id, body.agent_id, body.id)
     if session is None:
         raise not_found(f"message {body.id}")
-    found = turn_of(await _turns(request, session), body.id)
+    found = await _message_turn(request, session, body.id)
     if found is None:
         raise not_found(f"message {body.id}")
     step = next((s for s in found["steps"] if s["component_id"] == body.component_id), None)

@@ -121,3 +121,153 @@ def test_another_tenant_gets_what_an_unknown_id_gets(served):
         bob.http.post("/agents/rerun", json={"id": runs[0][0]["message_id"], "component_id": "LLM:Kind"}),
         alice.http.post("/agents/rerun", json={"id": "no-such-message", "component_id": "LLM:Kind"}))
     assert trace_of(alice, agent_id, session_id)["turns"][1]["steps"][1]["checkpoint_id"] == checkpoint
+
+
+def fork(api: Api, agent_id: str, session_id: str, body: dict):
+    return api.http.post(f"/agents/{agent_id}/sessions/{session_id}/fork", json=body)
+
+
+def all_checkpoints(trace: dict) -> set[str]:
+    return {s["checkpoint_id"] for t in trace["turns"] for s in t["steps"]}
+
+
+def test_a_fork_with_edited_inputs_runs_a_new_branch_and_the_old_one_stays(served):
+    _, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    before = trace_of(alice, agent_id, session_id)
+    switch = before["turns"][1]["steps"][2]
+    assert switch["component_id"] == "Switch:S" and switch["inputs"] == {"sys.query": "Hi there"}
+    events = alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
+                          {"checkpoint_id": switch["checkpoint_id"], "inputs": {"sys.query": "And RAGFlow?"},
+                           "stream": True})
+    # the Switch now routes to the Agent, which searches and answers: a new answer
+    assert texts(events).endswith("RAGFlow is a RAG engine.")
+    assert any(e["event"] == "message_end" for e in events)
+    after = trace_of(alice, agent_id, session_id)
+    forked = after["turns"][-1]
+    assert forked["fork_of"] == 2 and forked["query"] == "Hi there" and forked["status"] == "finished"
+    assert forked["message_id"] == events[0]["message_id"]
+    assert [s["component_id"] for s in forked["steps"]] == ["Switch:S", "Agent:T", "Message:M"]
+    assert forked["steps"][0]["inputs"] == {"sys.query": "And RAGFlow?"}        # the inputs it ran with
+    assert forked["steps"][0]["outputs"]["_next"] == ["Agent:T"]
+    # the current branch keeps turn 1 and turn 2 up to the forked step; the old branch is still stored
+    assert [s["component_id"] for s in after["turns"][1]["steps"]] == ["begin", "LLM:Kind"]
+    old_message = before["turns"][1]["message_id"]
+    logs = alice.ok("GET", f"/agents/{agent_id}/logs/{old_message}")        # the run, whole, from its branch
+    assert [e["component_id"] for e in logs] == ["begin", "LLM:Kind", "Switch:S", "Message:E"]
+    old_tail = before["turns"][1]["steps"][3]["checkpoint_id"]
+    assert old_tail not in all_checkpoints(after)
+    old_branch = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?checkpoint_id={old_tail}")
+    assert [s["component_id"] for s in old_branch["turns"][1]["steps"]] == ["begin", "LLM:Kind", "Switch:S", "Message:E"]
+    # the session goes on from the new branch: its next turn is the fourth run and sees the fork's answer
+    ask(alice, agent_id, session_id, "Thanks")
+    latest = trace_of(alice, agent_id, session_id)["turns"][-1]
+    assert latest["query"] == "Thanks" and latest["turn"] == 4
+    llm = latest["steps"][1]
+    assert {"role": "assistant", "content": "RAGFlow is a RAG engine."} in llm["messages"]
+
+
+def test_a_fork_with_given_outputs_continues_from_the_steps_successors(served):
+    _, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    llm = trace_of(alice, agent_id, session_id)["turns"][1]["steps"][1]
+    reply = fork(alice, agent_id, session_id, {"checkpoint_id": llm["checkpoint_id"],
+                                               "outputs": {"content": "edited"}, "stream": False})
+    assert reply.status_code == 200 and reply.json()["code"] == 0, reply.text
+    assert reply.json()["data"]["data"]["content"] == "chat:edited"
+    forked = trace_of(alice, agent_id, session_id)["turns"][-1]
+    assert [s["component_id"] for s in forked["steps"]] == ["LLM:Kind", "Switch:S", "Message:E"]
+    assert forked["steps"][0]["outputs"]["content"] == "edited" and "usage" not in forked["steps"][0]
+
+
+def test_fork_requests_that_do_not_fit_the_session_are_4xx_naming_the_field(served):
+    _, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    other_agent, other_session, _ = two_turns(alice)
+    llm = trace_of(alice, agent_id, session_id)["turns"][1]["steps"][1]
+    foreign = trace_of(alice, other_agent, other_session)["turns"][0]["steps"][1]["checkpoint_id"]
+    cases = {
+        "checkpoint_id": {"checkpoint_id": "no-such-checkpoint"},
+        "checkpoint_id ": {"checkpoint_id": foreign},                 # a checkpoint of another session
+        "inputs": {"checkpoint_id": llm["checkpoint_id"], "inputs": {"sys.nope": "x"}},
+        "outputs": {"checkpoint_id": llm["checkpoint_id"], "inputs": {"sys.query": "a"}, "outputs": {"content": "b"}},
+    }
+    for field, body in cases.items():
+        reply = fork(alice, agent_id, session_id, {**body, "stream": False})
+        assert 400 <= reply.status_code < 500, (field, reply.text)
+        assert reply.json()["code"] != 0 and f"`{field.strip()}`" in reply.json()["message"], reply.text
+    unknown = fork(alice, agent_id, session_id, {"checkpoint_id": llm["checkpoint_id"], "inputs": {"sys.nope": "x"}})
+    assert "sys.nope" in unknown.json()["message"] and "sys.query" in unknown.json()["message"]
+    missing = fork(alice, agent_id, session_id, {"inputs": {}})
+    assert 400 <= missing.status_code < 500 and "checkpoint_id" in missing.text
+
+
+def test_logs_of_a_message_are_the_steps_of_its_turn_with_ragflow_tool_log(served):
+    _, alice, _ = served
+    agent_id, session_id, runs = two_turns(alice)
+    logs = alice.ok("GET", f"/agents/{agent_id}/logs/{runs[0][0]['message_id']}")
+    assert [e["component_id"] for e in logs] == ["begin", "LLM:Kind", "Switch:S", "Agent:T", "Message:M"]
+    agent = logs[3]
+    [tool] = agent["trace"]
+    assert tool["tool_name"] == "search_my_dateset_0" and tool["arguments"] == {"query": "RAGFlow"}
+    assert "RAGFlow is an open-source RAG engine." in tool["result"] and tool["elapsed_time"] >= 0
+    assert all(e["trace"] == [] for e in logs if e["component_id"] != "Agent:T")
+    assert alice.ok("GET", f"/agents/{agent_id}/logs/no-such-message") == {}     # as RAGFlow: nothing logged
+
+
+def test_rerun_runs_a_past_turn_again_from_one_component(served):
+    _, alice, _ = served
+    agent_id, session_id, runs = two_turns(alice)
+    reply = alice.http.post("/agents/rerun", json={"id": runs[1][0]["message_id"], "component_id": "Message:E",
+                                                   "dsl": {}, "inputs": {"LLM:Kind@content": "rerun"}})
+    assert reply.status_code == 200 and reply.json()["code"] == 0, reply.text
+    assert reply.json()["data"]["data"]["content"] == "chat:rerun"
+    forked = trace_of(alice, agent_id, session_id)["turns"][-1]
+    assert forked["fork_of"] == 2 and [s["component_id"] for s in forked["steps"]] == ["Message:E"]
+    wrong = alice.http.post("/agents/rerun", json={"id": runs[1][0]["message_id"], "component_id": "Agent:T"})
+    assert 400 <= wrong.status_code < 500 and "`component_id`" in wrong.json()["message"]
+    assert alice.http.post("/agents/rerun", json={"id": runs[1][0]["message_id"]}).status_code == 400
+
+
+FORM_DSL = {"components": {
+    "begin": cpn("Begin", {}, ["LLM:Draft"]),
+    "LLM:Draft": cpn("LLM", {"llm_id": "gpt-4o@OpenAI", "prompts": [{"role": "user", "content": "Slogan: {sys.query}"}]},
+                     ["UserFillUp:Ask"]),
+    "UserFillUp:Ask": cpn("UserFillUp", {"enable_tips": True, "tips": "Any feedback?",
+                                         "inputs": {"feedback": {"type": "line", "name": "Feedback", "optional": False}}},
+                          ["Message:Out"]),
+    "Message:Out": cpn("Message", {"content": ["{LLM:Draft@content} / {UserFillUp:Ask@feedback}"]}),
+}}
+
+
+def test_a_paused_session_forks_before_its_form_and_at_its_form(served):
+    _, alice, _ = served
+    agent_id = alice.agent(FORM_DSL)
+    session_id = alice.session(agent_id)["id"]
+    events = ask(alice, agent_id, session_id, "coffee")
+    assert any(e["event"] == "user_inputs" for e in events)
+    paused = trace_of(alice, agent_id, session_id)["turns"]
+    assert [t["status"] for t in paused] == ["paused"]
+    assert [s["component_id"] for s in paused[0]["steps"]] == ["begin", "LLM:Draft", "UserFillUp:Ask"]
+    form_step = paused[0]["steps"][2]
+    assert form_step["form"]["inputs"]["feedback"]["name"] == "Feedback"
+    # before the form: the draft is written again from an edited query, and the new branch pauses again
+    draft = paused[0]["steps"][1]
+    events = alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
+                          {"checkpoint_id": draft["checkpoint_id"], "inputs": {"sys.query": "tea"}, "stream": True})
+    assert any(e["event"] == "user_inputs" for e in events)
+    turns = trace_of(alice, agent_id, session_id)["turns"]
+    assert turns[-1]["status"] == "paused" and turns[-1]["fork_of"] == 1
+    assert turns[-1]["steps"][0]["messages"][-1] == {"role": "user", "content": "Slogan: tea"}
+    # at the form: its inputs answer it on a new branch, which finishes
+    at_form = turns[-1]["steps"][-1]
+    assert at_form["component_id"] == "UserFillUp:Ask"
+    reply = fork(alice, agent_id, session_id, {"checkpoint_id": at_form["checkpoint_id"],
+                                               "inputs": {"feedback": "shorter"}, "stream": False})
+    assert reply.json()["code"] == 0, reply.text
+    assert reply.json()["data"]["data"]["content"].endswith("/shorter")
+    final = trace_of(alice, agent_id, session_id)["turns"][-1]
+    assert final["status"] == "finished"
+    assert [s["component_id"] for s in final["steps"]] == ["UserFillUp:Ask", "Message:Out"]
+    bad = fork(alice, agent_id, session_id, {"checkpoint_id": at_form["checkpoint_id"], "inputs": {"colour": "x"}})
+    assert bad.status_code == 400 and "`inputs`" in bad.json()["message"] and "feedback" in bad.json()["message"]
