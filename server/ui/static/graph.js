@@ -162,6 +162,16 @@ export class GraphView {
       && (this.upstream.get(cid) || []).some(up => this.state(up) === 'done')).map(([cid]) => cid);
   }
 
+  /** The states one traced turn left (its steps from GET .../trace). */
+  showSteps(steps) {
+    this.reset();
+    for (const step of steps) {
+      if (step.error) this.set(step.component_id, 'error', String(step.error));
+      else if (step.form) this.set(step.component_id, 'paused', 'waiting for the form');
+      else this.set(step.component_id, 'done', seconds(step.elapsed));
+    }
+  }
+
   /** The turn ended: what still runs was stopped by a cancel or a failure (else it never reported back). */
   finish({ cancelled = false, failed = false } = {}) {
     for (const [cid, node] of this.nodes) {

@@ -17,7 +17,9 @@ function sessionLabel(session) {
 export async function streamTurn({ path, body, graph, chat, signal, onSession, onForm }) {
   let cancelled = false;
   let failed = false;
+  let paused = false;
   await stream(path, body, event => {
+    if (event.event === 'user_inputs') paused = true;
     if ((event.event === 'node_finished' && event.data && event.data.error) || (!event.event && event.code)) failed = true;
     if (event.session_id && onSession) onSession(event.session_id);
     if (event.event === 'workflow_finished' && event.data && event.data.outputs === CANCELLED) {
@@ -28,7 +30,7 @@ export async function streamTurn({ path, body, graph, chat, signal, onSession, o
     chat.apply(event, onForm);
   }, signal);
   graph.finish({ cancelled, failed });
-  return { cancelled, failed };
+  return { cancelled, failed, paused };
 }
 
 export async function runPage(main, agentId, sessionId) {
@@ -91,8 +93,9 @@ export async function runPage(main, agentId, sessionId) {
     try {
       const outcome = await streamTurn({ path: '/agents/chat/completions', body, graph, chat, signal: controller.signal,
         onSession: setSession, onForm: showForm });
-      const { cancelled, failed } = outcome;
-      status.textContent = cancelled ? 'Cancelled.' : failed ? 'Finished with an error.' : 'Finished.';
+      const { cancelled, failed, paused } = outcome;
+      status.textContent = cancelled ? 'Cancelled.' : failed ? 'Finished with an error.'
+        : paused ? 'Paused: the agent waits for your answer to its form.' : 'Finished.';
     } catch (e) {
       if (e.name !== 'AbortError') {
         chat.notice(e.message, 'error');
@@ -142,8 +145,10 @@ export async function runPage(main, agentId, sessionId) {
     // a session paused for a form shows the form again (the trace knows what the paused step waits for)
     api('GET', `/agents/${encodeURIComponent(agentId)}/sessions/${encodeURIComponent(sessionId)}/trace`).then(trace => {
       const last = (trace.turns || []).at(-1);
-      const step = last && last.status === 'paused' && (last.steps || []).at(-1);
-      if (!step || controller) return;
+      if (!last || controller) return;
+      graph.showSteps(last.steps || []);          // the graph as the last turn left it
+      const step = last.status === 'paused' && (last.steps || []).at(-1);
+      if (!step) return;
       // the form as the pause asked it, else as the DSL declares it (without the tips, which are rendered at run time)
       const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};
       const form = step.form || { inputs: declared.inputs || {} };

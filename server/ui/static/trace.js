@@ -40,12 +40,7 @@ export async function tracePage(main, agentId, sessionId) {
 
   /** The graph coloured by one turn's steps (a paused step's component as paused). */
   function showTurn(turn) {
-    graph.reset();
-    for (const step of turn.steps || []) {
-      if (step.error) graph.set(step.component_id, 'error', String(step.error));
-      else if (step.form) graph.set(step.component_id, 'paused', 'waiting for the form');
-      else graph.set(step.component_id, 'done', seconds(step.elapsed));
-    }
+    graph.showSteps(turn.steps || []);
   }
 
   function turnSection(turn) {

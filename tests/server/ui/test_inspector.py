@@ -209,12 +209,14 @@ def test_begin_and_user_fill_up_forms_are_real_fields_that_resume_the_session(br
     expect(form).to_contain_text("Draft: Answer 1 from LLM:Draft. Any feedback?")
     expect(component(b, "UserFillUp:Ask")).to_have_attribute("data-state", "paused")
     expect(box(b, "UserFillUp:Ask")).to_have_class(re.compile("state-paused"))
+    expect(b.page.get_by_role("status").filter(has_text="Paused")).to_be_visible()
     b.shot("form-paused")
-    # the paused session, reopened, asks again
+    # the paused session, reopened, asks again, its graph as the turn left it
     b.page.reload()
     form = b.page.locator("form.inputs-form").last
     expect(form.get_by_role("heading")).to_have_text("The agent asks")
     expect(component(b, "UserFillUp:Ask")).to_have_attribute("data-state", "paused")
+    expect(component(b, "LLM:Draft")).to_have_attribute("data-state", "done")
     form.get_by_role("textbox", name="Feedback").fill("shorter")
     form.get_by_role("textbox", name="Details (optional)").fill("line one\nline two")
     form.get_by_label("Tone").select_option("bold")
