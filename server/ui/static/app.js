@@ -67,7 +67,8 @@ async function render() {
       token.clear();
       return signInPage('Your token is no longer valid: sign in again.');
     }
-    clear(main).append(h('div', { class: 'card' }, h('h1', {}, 'Something went wrong'),
+    const missing = e instanceof ApiError && / not found/.test(e.message);
+    clear(main).append(h('div', { class: 'card' }, h('h1', {}, missing ? 'Not found' : 'Something went wrong'),
       h('p', { class: 'error', role: 'alert' }, e.message), h('p', {}, h('a', { href: '#/agents' }, 'Back to the agents'))));
   }
 }

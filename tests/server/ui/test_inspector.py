@@ -271,6 +271,30 @@ def test_a_failing_component_turns_red_with_its_message(browsing, ui_server, ali
     b.shot("error")
 
 
+# DocGenerator writes a PDF that the Message offers as a download
+DOC_DSL = {"components": {
+    "begin": cpn("Begin", {}, ["DocGenerator:D"]),
+    "DocGenerator:D": cpn("DocGenerator", {"output_format": "pdf", "content": "# Minutes\n\n{sys.query}",
+                                           "filename": "minutes"}, ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["Your document: {DocGenerator:D@download}"]}),
+}}
+
+
+def test_a_file_the_run_produced_is_a_download_link_fetched_with_the_token(browsing, ui_server, alice_token):
+    Api(ui_server, alice_token).agent(DOC_DSL, "Minutes")
+    b = browsing()
+    b.sign_in(alice_token)
+    open_agent(b, "Minutes")
+    send(b, "We agreed.")
+    button = b.page.get_by_role("button", name="Download minutes.pdf")
+    with b.page.expect_download() as download:
+        button.click()
+    assert download.value.suggested_filename == "minutes.pdf"
+    assert open(download.value.path(), "rb").read().startswith(b"%PDF")
+    assert download.value.url.startswith("blob:")          # no link carries the token
+    b.shot("download")
+
+
 # --- safety ---------------------------------------------------------------------------------------------
 def test_a_script_in_an_answer_is_shown_as_text_and_never_runs(browsing, ui_server, alice_token):
     Api(ui_server, alice_token).agent(CHAT_DSL, "Echo")
