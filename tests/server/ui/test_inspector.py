@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.server.helpers import BROKEN_DSL, FAILING_DSL, Api, cpn
+from tests.server.helpers import BROKEN_DSL, CLI, FAILING_DSL, REPO, Api, cpn
 from tests.server.ui.conftest import Browsing
 
 # begin -> LLM:A -> Message:M, which echoes the question
@@ -293,6 +294,21 @@ def test_a_file_the_run_produced_is_a_download_link_fetched_with_the_token(brows
     assert open(download.value.path(), "rb").read().startswith(b"%PDF")
     assert download.value.url.startswith("blob:")          # no link carries the token
     b.shot("download")
+
+
+def test_an_answer_from_a_knowledge_base_lists_its_sources(browsing, ui_server, alice_token):
+    index = subprocess.run(CLI + ["index", "fixtures/kb/docs", "--kb", "support-kb", "--db", ui_server.db, "--quiet"],
+                           cwd=REPO, capture_output=True, text=True)
+    assert index.returncode == 0, index.stderr
+    Api(ui_server, alice_token).agent(json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), "Support KB")
+    b = browsing()
+    b.sign_in(alice_token)
+    open_agent(b, "Support KB")
+    send(b, "I was charged twice for my order")
+    sources = b.page.locator(".message.assistant .citations").last
+    sources.locator("summary").click()
+    expect(sources).to_contain_text("refunds.md")
+    b.shot("sources")
 
 
 # --- safety ---------------------------------------------------------------------------------------------
