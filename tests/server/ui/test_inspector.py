@@ -93,6 +93,9 @@ def test_the_page_and_its_modules_come_with_a_strict_content_security_policy(ui_
         assert reply.status_code == 200, asset
         assert reply.headers["content-security-policy"] == csp
         assert "https://" not in reply.text and "innerHTML" not in reply.text, asset
+    # only the UI's own files: nothing beside or above them
+    for path in ("/ui/", "/ui/../app.py", "/ui/%2e%2e/__init__.py", "/ui/nope.js"):
+        assert httpx.get(ui_server.url + path).status_code == 404, path
     # the API is where it was, and still wants a token
     assert httpx.get(ui_server.url + "/api/v1/agents").json()["code"] == 109        # RAGFlow: authentication error
 
@@ -216,6 +219,7 @@ def test_begin_and_user_fill_up_forms_are_real_fields_that_resume_the_session(br
     b.page.reload()
     form = b.page.locator("form.inputs-form").last
     expect(form.get_by_role("heading")).to_have_text("The agent asks")
+    expect(form).to_contain_text("Draft: Answer 1 from LLM:Draft. Any feedback?")
     expect(component(b, "UserFillUp:Ask")).to_have_attribute("data-state", "paused")
     expect(component(b, "LLM:Draft")).to_have_attribute("data-state", "done")
     form.get_by_role("textbox", name="Feedback").fill("shorter")
