@@ -4,6 +4,7 @@ import { api, stream } from './api.js';
 import { h, clear, notify, route } from './dom.js';
 import { GraphView } from './graph.js';
 import { ChatView } from './chat.js';
+import { diagnosticsTable } from './agents.js';
 
 const CANCELLED = 'Task has been canceled';
 
@@ -171,6 +172,11 @@ export async function runPage(main, agentId, sessionId) {
   main.append(
     h('div', { class: 'page-title' }, h('h1', {}, agent.title), traceLink,
       h('a', { href: '#/agents', class: 'button' }, 'All agents')),
+    agent.compiles === false && !session
+      ? h('section', { class: 'card', 'aria-labelledby': 'problems-title' },
+        h('h2', { id: 'problems-title', class: 'error' }, 'This agent does not compile: fix its DSL before running it'),
+        diagnosticsTable(agent.diagnostics))
+      : null,
     h('div', { class: 'run-layout' },
       h('nav', { class: 'card sessions', 'aria-labelledby': 'sessions-title' }, h('h2', { id: 'sessions-title' }, 'Sessions'), sessions),
       h('section', { class: 'card chat', 'aria-labelledby': 'chat-title' }, h('h2', { id: 'chat-title' }, 'Chat'), chat.element, status, composer),

@@ -153,6 +153,18 @@ def test_a_defective_dsl_shows_its_diagnostic_against_component_and_field_and_is
     assert b.errors == []
 
 
+def test_an_agent_stored_with_errors_shows_them_on_its_run_page(browsing, ui_server, alice_token):
+    Api(ui_server, alice_token).agent(BROKEN_DSL, "Stored broken")        # the API keeps drafts with errors
+    b = browsing()
+    b.sign_in(alice_token)
+    b.page.get_by_role("link", name="Stored broken", exact=True).click()
+    expect(b.page.get_by_role("heading", name=re.compile("does not compile"))).to_be_visible()
+    expect(b.page.locator('table.diagnostics tr[data-component="Message:M"]')).to_contain_text("params.content.0")
+    send(b, "hi")
+    expect(b.page.locator(".message.notice-error")).to_contain_text("does not compile")
+    assert b.errors == []
+
+
 def test_a_shipped_template_fills_in_the_new_agent(browsing, alice_token):
     b = browsing()
     b.sign_in(alice_token)
