@@ -36,7 +36,7 @@ export async function streamTurn({ path, body, graph, chat, signal, onSession, o
 
 export async function runPage(main, agentId, sessionId) {
   const agent = await api('GET', `/agents/${encodeURIComponent(agentId)}`);
-  let session = sessionId ? await api('GET', `/agents/${encodeURIComponent(agentId)}/sessions/${encodeURIComponent(sessionId)}`) : null;
+  const session = sessionId ? await api('GET', `/agents/${encodeURIComponent(agentId)}/sessions/${encodeURIComponent(sessionId)}`) : null;
   const dsl = (session && session.dsl) || agent.dsl;
   const begin = ((dsl.components || {}).begin || {}).obj || {};
   const beginParams = begin.params || {};
