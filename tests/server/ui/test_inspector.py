@@ -53,6 +53,8 @@ SLOW_DSL = {"components": {
     "Message:After": cpn("Message", {"content": ["{LLM:After@content}"]}),
 }}
 
+# the README's `.venv/bin/canvas2graph`, run with this interpreter (the tests' venv may live elsewhere)
+CLI_LINE = " ".join(CLI)
 XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -423,3 +425,32 @@ def test_the_trace_shows_every_step_and_a_fork_with_an_edited_input_streams_a_ne
     b.page.get_by_role("link", name="Back to the chat").click()
     expect(b.page.locator(".message.assistant").first).to_contain_text("You said:first question")
     assert b.errors == []
+
+
+# --- the README's setup -----------------------------------------------------------------------------------
+def test_the_readme_setup_gives_a_tenant_the_demo_agent_to_run_in_the_browser(browser, tmp_path):
+    from tests.server.helpers import Server
+    from tests.server.ui.conftest import Browsing
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", readme[readme.index("**Run inspector.**"):], re.S).group(1)
+    setup, serve = block.strip().splitlines()
+    assert serve.startswith(".venv/bin/canvas2graph serve --llm-script ")
+    db = tmp_path / "sessions.db"
+    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "CANVAS2GRAPH_DB": str(db),
+           "PYTHONPATH": str(REPO)}
+    done = subprocess.run(["bash", "-c", setup.replace(".venv/bin/canvas2graph", CLI_LINE)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip().splitlines()[-1]
+    script = json.loads((REPO / serve.split("--llm-script ", 1)[1].strip()).read_text())
+    with Server(str(db), tmp_path, script) as server:       # `serve` as the README's, on a free port
+        b = Browsing(browser, server, "readme")
+        try:
+            b.sign_in(token)
+            open_agent(b, "Support desk")
+            send(b, "Why was I charged twice this month?")
+            expect(b.page.locator(".message.assistant").last).to_contain_text("Desk: (billing)")
+            expect(component(b, "LLM:Billing")).to_have_attribute("data-state", "done")
+            b.shot("demo")
+        finally:
+            b.context.close()
