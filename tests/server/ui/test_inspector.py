@@ -377,6 +377,15 @@ def test_the_run_page_reads_on_a_narrow_window_and_works_from_the_keyboard(brows
     focused = b.page.evaluate("document.activeElement.tagName + ':' + getComputedStyle(document.activeElement).outlineStyle")
     assert focused.split(":")[1] != "none", focused
     b.shot("narrow")
+    # the trace and the agents page read at the same width
+    b.page.get_by_role("link", name="Trace of this session").click()
+    expect(b.page.locator("section.turn")).to_have_count(1)
+    assert b.page.evaluate("document.documentElement.scrollWidth") <= 390
+    b.shot("narrow-trace")
+    b.page.get_by_role("link", name="Agents", exact=True).click()
+    expect(b.page.get_by_role("link", name="Narrow", exact=True)).to_be_visible()
+    assert b.page.evaluate("document.documentElement.scrollWidth") <= 390
+    b.shot("narrow-agents")
 
 
 # --- trace and time travel ------------------------------------------------------------------------------
