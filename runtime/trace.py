@@ -48,10 +48,9 @@ _REPR = re.compile(r"^\w+\((['\"])(.*)\1\)$", re.S)
 class ForkError(ValueError):
     """A fork request that does not fit the session: `field` names what is wrong (for a 4xx reply)."""
 
-    def __init__(self, field_name: str, message: str, *, missing: bool = False):
+    def __init__(self, field_name: str, message: str):
         super().__init__(message)
         self.field = field_name
-        self.missing = missing          # the checkpoint is not one of the session's (a 404 rather than a 400)
 
 
 def _timestamp(text: str | None) -> float:
@@ -70,9 +69,11 @@ def _thread_config(config: dict) -> dict:
     return {**config, "configurable": configurable}
 
 
-async def _lineage(graph, config: dict) -> list:
-    """The snapshots of one branch, oldest first: from `config`'s checkpoint (else the newest) back to the first."""
-    return _branch([snapshot async for snapshot in graph.aget_state_history(_thread_config(config))], config)
+async def _lineage(graph, config: dict) -> tuple[list, list]:
+    """The snapshots of one branch, oldest first: from `config`'s checkpoint (else the newest) back to the
+    first; and every snapshot of the thread, newest first."""
+    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    return _branch(history, config), history
 
 
 def _branch(history: list, config: dict) -> list:
@@ -80,7 +81,7 @@ def _branch(history: list, config: dict) -> list:
     newest = history[0].config["configurable"]["checkpoint_id"] if history else None     # newest first
     head = (config.get("configurable") or {}).get("checkpoint_id") or newest
     if head is not None and head not in snapshots:
-        raise ForkError("checkpoint_id", f"checkpoint {head} is not a checkpoint of this session", missing=True)
+        raise ForkError("checkpoint_id", f"checkpoint {head} is not a checkpoint of this session")
     chain = []
     while head is not None and head in snapshots:
         snapshot = snapshots[head]
@@ -189,7 +190,7 @@ def _query(snapshot, turn: dict) -> None:
             turn["query"] = turn["query"] or request["query"]
 
 
-def _build(canvas, chain: list) -> list[dict]:
+def _build(canvas, chain: list, history: list = ()) -> list[dict]:
     builder = _Builder(canvas)
     turn: dict | None = None
     counter = 0
@@ -232,14 +233,33 @@ def _build(canvas, chain: list) -> list[dict]:
                 continue
             builder.add_step(turn, snapshot, task, node)
     builder.finish_turn()
-    _statuses(builder.turns, chain)
+    _statuses(builder.turns, chain, history)
     return builder.turns
 
 
-def _statuses(turns: list[dict], chain: list) -> None:
+def _ended(snapshot) -> str:
+    """How a run that stopped at `snapshot` (its newest checkpoint) ended."""
+    failed = [t.error for t in snapshot.tasks if t.error is not None]
+    if failed:
+        return "cancelled" if any(_CANCELLED in f"{type(e).__name__} {e}" for e in failed) else "failed"
+    if any(t.interrupts for t in snapshot.tasks):
+        return "paused"
+    if (snapshot.values.get(REQUEST) or {}).get("open") or snapshot.next:
+        return "running"
+    return "finished"
+
+
+def _statuses(turns: list[dict], chain: list, history: list = ()) -> None:
     head = chain[-1] if chain else None
+    forked = {t["fork_of"] for t in turns if "fork_of" in t}
     for i, turn in enumerate(turns):
         last_turn = i == len(turns) - 1
+        if turn["turn"] in forked and turn["message_id"]:
+            # cut short on this branch by a fork: how the run itself ended, at its newest checkpoint
+            end = next((h for h in history if (h.metadata or {}).get(MESSAGE_ID) == turn["message_id"]), None)
+            if end is not None:
+                turn["status"] = _ended(end)
+                continue
         errors = [s["error"] for s in turn["steps"] if s["error"]]
         if CANCELLED_TEXT in errors:
             turn["status"] = "cancelled"
@@ -256,15 +276,15 @@ def _statuses(turns: list[dict], chain: list) -> None:
 async def atrace(graph, config: dict) -> list[dict]:
     """The trace of the thread `config` names (`thread_id`; a `checkpoint_id` traces that checkpoint's branch)."""
     from compiler.canvas import canvas_of
-    chain = await _lineage(graph, config)
-    return _build(canvas_of(graph), chain)
+    chain, history = await _lineage(graph, config)
+    return _build(canvas_of(graph), chain, history)
 
 
 def trace(graph, config: dict) -> list[dict]:
     """`atrace` for synchronous callers: the graph's synchronous `get_state_history` (a sync checkpointer)."""
     from compiler.canvas import canvas_of
-    chain = _branch(list(graph.get_state_history(_thread_config(config))), config)
-    return _build(canvas_of(graph), chain)
+    history = list(graph.get_state_history(_thread_config(config)))
+    return _build(canvas_of(graph), _branch(history, config), history)
 
 
 def turn_of(turns: list[dict], message_id: str) -> dict | None:
@@ -281,8 +301,8 @@ async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
         head = snapshot.config["configurable"]["checkpoint_id"]
     if head is None:
         return None
-    chain = await _lineage(graph, {**thread, "configurable": {**thread["configurable"], "checkpoint_id": head}})
-    return turn_of(_build(canvas_of(graph), chain), message_id)
+    chain, history = await _lineage(graph, {**thread, "configurable": {**thread["configurable"], "checkpoint_id": head}})
+    return turn_of(_build(canvas_of(graph), chain, history), message_id)
 
 
 # --- forks ------------------------------------------------------------------------------------------
@@ -328,30 +348,23 @@ async def fork_plan(graph, config: dict, checkpoint_id: str, *, inputs: dict | N
         raise ForkError("outputs", "give `inputs` (the step runs again with them) or `outputs` (they replace the "
                                    "step's), not both")
     thread = _thread_config(config)
-    saved = await graph.checkpointer.aget_tuple(
-        {**thread, "configurable": {**thread["configurable"], "checkpoint_id": checkpoint_id}})
-    if saved is None:
-        raise ForkError("checkpoint_id", f"checkpoint {checkpoint_id} is not a checkpoint of this session", missing=True)
-    turns = _build(canvas_of(graph), await _lineage(graph, {**thread, "configurable": {
-        **thread["configurable"], "checkpoint_id": checkpoint_id}}))
-    # the checkpoint's own tasks are traced from the branch that continues it: read its snapshot's tasks
-    snapshot = await graph.aget_state(saved.config)
     canvas = canvas_of(graph)
+    # the branch up to the checkpoint: its last turn holds the steps that ran from it (on whichever branch)
+    chain, history = await _lineage(graph, {**thread, "configurable": {**thread["configurable"],
+                                                                        "checkpoint_id": checkpoint_id}})
+    turns = _build(canvas, chain, history)
+    snapshot = chain[-1]
     builder = _Builder(canvas)
-    turn = {"turn": 0, "query": "", "status": "", "message_id": None, "started_at": 0.0, "steps": []}
-    _query(snapshot, turn)
-    for task in snapshot.tasks:
+    pending = {"turn": 0, "query": "", "steps": []}
+    for task in snapshot.tasks:     # tasks not run yet (the newest checkpoint of a stopped turn)
         node = builder.node(task.name)
-        if node is not None and task.name != FINISH:
-            if task.result is not None or task.error is not None or task.interrupts:
-                builder.add_step(turn, snapshot, task, node)
-            else:           # not run yet on this branch (the newest checkpoint of a stopped turn)
-                turn["steps"].append({"checkpoint_id": checkpoint_id, "component_id": node.id, "inputs": {},
-                                      "outputs": {}, "component_type": node.component_type})
-    _turn, step = _step_at([turn], checkpoint_id, component_id)
-    query = turn["query"] or next((t["query"] for t in reversed(turns) if t["query"]), "")
+        if node is not None and task.name != FINISH and task.result is None and task.error is None:
+            pending["steps"].append({"checkpoint_id": checkpoint_id, "component_id": node.id, "inputs": {},
+                                     "outputs": {}})
+    _turn, step = _step_at(turns + [pending], checkpoint_id, component_id)
+    query = next((t["query"] for t in reversed(turns) if t["query"]), "")
     node = canvas.plan.nodes[step["component_id"]]
-    plan = ForkPlan(config=saved.config, component_id=node.id, component_type=node.component_type, query=query)
+    plan = ForkPlan(config=snapshot.config, component_id=node.id, component_type=node.component_type, query=query)
     if node.component_type in FORMS:
         if outputs is not None:
             raise ForkError("outputs", f"{node.id} is a form ({node.component_type}): fork it with `inputs`, its answers")

@@ -142,6 +142,7 @@ async def test_a_fork_with_edited_inputs_gives_a_new_answer_and_keeps_the_old_br
         latest = (await atrace(runner.graph, config(session)))[-1]
     assert [t["turn"] for t in after] == [1, 2, 3]
     assert ids(after[1]) == ["begin", "LLM:Kind"]                 # cut at the forked step on this branch
+    assert after[1]["status"] == "finished"                       # as its run ended, on the old branch
     assert after[2]["fork_of"] == 2 and after[2]["query"] == "Hi there"
     assert ids(after[2]) == ["Switch:S", "Agent:T", "Message:M"]
     assert after[2]["steps"][0]["inputs"] == {"sys.query": "And RAGFlow?"}
@@ -233,6 +234,14 @@ async def test_a_failed_turn_and_the_next_one():
         await run(runner, session, TurnRequest(query="one"))
         await run(runner, session, TurnRequest(query="two"))
         turns = await atrace(runner.graph, config(session))
+        # the failed turn, mended: the LLM's step forked with the answer it should have given
+        plan = await fork_plan(runner.graph, config(session), turns[0]["steps"][1]["checkpoint_id"],
+                               outputs={"content": "mended"})
+        events = await run(runner, session, TurnRequest(query=plan.query, fork=plan))
+        mended = await atrace(runner.graph, config(session))
+    assert answer(events) == "mended"
+    assert [(t["turn"], t["query"], t["status"]) for t in mended] == [(1, "one", "failed"), (2, "one", "finished")]
+    assert ids(mended[0]) == ["begin"] and ids(mended[1]) == ["LLM:A", "Message:M"]
     assert [t["status"] for t in turns] == ["failed", "finished"]
     failed = turns[0]["steps"][-1]
     assert failed["component_id"] == "Message:M" and "the provider is down" in failed["error"]   # it streamed LLM:A

@@ -271,3 +271,19 @@ def test_a_paused_session_forks_before_its_form_and_at_its_form(served):
     assert [s["component_id"] for s in final["steps"]] == ["UserFillUp:Ask", "Message:Out"]
     bad = fork(alice, agent_id, session_id, {"checkpoint_id": at_form["checkpoint_id"], "inputs": {"colour": "x"}})
     assert bad.status_code == 400 and "`inputs`" in bad.json()["message"] and "feedback" in bad.json()["message"]
+
+
+def test_a_new_session_has_no_turns_and_the_routes_are_documented(served):
+    server, alice, _ = served
+    agent_id = alice.agent(ROUTER_DSL)
+    session_id = alice.session(agent_id)["id"]
+    assert trace_of(alice, agent_id, session_id) == {"session_id": session_id, "agent_id": agent_id, "turns": []}
+    document = alice.http.get(server.url + "/openapi.json").json()
+    paths = document["paths"]
+    trace_path = "/api/v1/agents/{agent_id}/sessions/{session_id}/trace"
+    assert trace_path in paths and "/api/v1/agents/{agent_id}/sessions/{session_id}/fork" in paths
+    assert "/api/v1/agents/{agent_id}/logs/{message_id}" in paths and "/api/v1/agents/rerun" in paths
+    assert paths[trace_path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/TraceReply")
+    step = document["components"]["schemas"]["Step"]["properties"]
+    assert {"checkpoint_id", "inputs", "outputs", "elapsed", "error", "messages", "usage", "tool_calls"} <= set(step)
