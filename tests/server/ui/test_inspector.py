@@ -73,6 +73,36 @@ def send(b: Browsing, text: str) -> None:
     b.page.get_by_role("button", name="Send", exact=True).click()
 
 
+def watch_states(b: Browsing) -> None:
+    """Record every state each component of the run page's list takes from now on (a MutationObserver in
+    the page), so a test sees a state that lasted only a moment."""
+    b.page.evaluate("""() => {
+        window.__seen = {};
+        if (window.__watcher) window.__watcher.disconnect();
+        window.__watcher = new MutationObserver(records => {
+            for (const r of records) {
+                const id = r.target.dataset.component;
+                if (id) (window.__seen[id] = window.__seen[id] || []).push(r.oldValue);
+            }
+        });
+        window.__watcher.observe(document.querySelector('ol.states'),
+                                 {attributes: true, attributeOldValue: true, subtree: true,
+                                  attributeFilter: ['data-state']});
+    }""")
+
+
+def seen_states(b: Browsing) -> dict[str, list[str]]:
+    """Each component's states since watch_states(), in order (repeats of a state counted once)."""
+    return b.page.evaluate("""() => {
+        const out = {};
+        for (const item of document.querySelectorAll('ol.states li')) {
+            const states = [...(window.__seen[item.dataset.component] || []), item.dataset.state];
+            out[item.dataset.component] = states.filter((s, i) => i === 0 || s !== states[i - 1]);
+        }
+        return out;
+    }""")
+
+
 def open_agent(b: Browsing, title: str) -> None:
     b.page.get_by_role("link", name=title, exact=True).click()
     b.page.get_by_role("heading", level=1, name=title, exact=True).wait_for()
@@ -187,21 +217,19 @@ def test_two_turns_stream_while_the_components_light_up_and_the_session_reopens(
     expect(b.page.locator(".message.assistant").first).to_have_text(re.compile("Hello from the chat agent."))
     expect(component(b, "LLM:A")).to_have_attribute("data-state", "waiting")
 
-    send(b, "first question")
-    expect(component(b, "LLM:A")).to_have_attribute("data-state", "running")
-    expect(box(b, "LLM:A")).to_have_class(re.compile("state-running"))
-    expect(component(b, "begin")).to_have_attribute("data-state", "done")
-    expect(b.page.locator(".message.assistant").last).to_have_text(
-        re.compile(r"Turn1:Answer 1 from LLM:A\. ?You said:first question"))
-    expect(component(b, "Message:M")).to_have_attribute("data-state", "done")
-    expect(component(b, "LLM:A")).to_contain_text(re.compile(r"done \(\d+ ms\)"))
-    expect(box(b, "LLM:A")).to_have_class(re.compile("state-done"))
-    b.shot("run-turn-1")
-
-    send(b, "second question")
-    expect(component(b, "LLM:A")).to_have_attribute("data-state", "running")
-    expect(b.page.locator(".message.assistant").last).to_have_text(re.compile("Turn2:.*You said:second question"))
-    expect(b.page.get_by_role("status").filter(has_text="Finished.")).to_be_visible()
+    for turn, question in ((1, "first question"), (2, "second question")):
+        watch_states(b)
+        send(b, question)
+        expect(b.page.locator(".message.assistant").last).to_have_text(
+            re.compile(rf"Turn{turn}:Answer 1 from LLM:A\. ?You said:{question}"))
+        expect(b.page.get_by_role("status").filter(has_text="Finished.")).to_be_visible()
+        # every component went through its states in order, as its events arrived
+        # (a new turn first puts the last one's states back to waiting)
+        lifecycle = ["waiting", "running", "done"] if turn == 1 else ["done", "waiting", "running", "done"]
+        assert seen_states(b) == {"begin": lifecycle, "LLM:A": lifecycle, "Message:M": lifecycle}
+        expect(component(b, "LLM:A")).to_contain_text(re.compile(r"done \(\d+ ms\)"))
+        expect(box(b, "LLM:A")).to_have_class(re.compile("state-done"))
+        b.shot(f"run-turn-{turn}")
     session_url = b.page.url
     assert "/sessions/" in session_url
 
