@@ -222,7 +222,7 @@ class Runner:
         run_config = {**start_config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
                             durability=DURABILITY if self.checkpointer is not None else None,
-                            request_inputs=request.inputs or {})
+                            request_inputs=request.inputs or {}, fork=request.fork is not None)
         self.outcome.extra["usage"] = events.usage      # live model usage, also for turns that pause or stop
         try:
             async for event in events:

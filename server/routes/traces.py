@@ -93,7 +93,8 @@ class Fork(BaseModel):
                                                   "its traced `inputs`; a UserFillUp's form fields)")
     outputs: dict | None = Field(None, description="these outputs replace the step's and the run goes on from "
                                                    "its successors")
-    stream: bool = Field(True, description="RAGFlow's SSE events, or the final reply when false")
+    stream: bool = Field(False, description="RAGFlow's SSE events, or the final reply when false (the default, "
+                                            "as for completions)")
 
 
 class Rerun(BaseModel):

@@ -131,6 +131,7 @@ async def test_a_fork_with_edited_inputs_gives_a_new_answer_and_keeps_the_old_br
         runner.models = ModelFactory(script=runner.script)
         events = await run(runner, session, TurnRequest(query=plan.query, fork=plan))
         assert answer(events) == "Forked." and runner.outcome.status == "finished"
+        assert events[0]["event"] == "workflow_started"               # a fork is a run of its own
         after = await atrace(runner.graph, config(session))
         old_tail = before[1]["steps"][3]["checkpoint_id"]
         old_branch = await atrace(runner.graph, config(session, old_tail))
@@ -311,3 +312,28 @@ def test_the_trace_command_prints_a_run_sessions_trace_as_json(tmp_path):
     assert no_dsl.returncode == 2 and "--dsl" in no_dsl.stderr and "Traceback" not in no_dsl.stderr
     unknown = cli("trace", "--session", "nobody", "--db", db, "--dsl", str(dsl))
     assert unknown.returncode == 2 and "nobody" in unknown.stderr
+
+
+async def test_components_that_ran_in_parallel_share_a_step_and_a_fork_names_one():
+    dsl = {"components": {
+        "begin": cpn("Begin", downstream=["Message:A", "Message:B"]),
+        "Message:A": cpn("Message", {"content": ["a {sys.query}"]}),
+        "Message:B": cpn("Message", {"content": ["b {sys.query}"]})}}
+    s = Script.load({"auto_reply": "x"})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(dsl), saver, ModelFactory(script=s), s)
+        await run(runner, "p", TurnRequest(query="q"))
+        [turn] = await atrace(runner.graph, config("p"))
+        a, b = turn["steps"][1:]
+        with pytest.raises(ForkError) as ambiguous:
+            await fork_plan(runner.graph, config("p"), a["checkpoint_id"], outputs={"content": "A!"})
+        plan = await fork_plan(runner.graph, config("p"), a["checkpoint_id"], outputs={"content": "A!"},
+                               component_id="Message:A")
+        await run(runner, "p", TurnRequest(query=plan.query, fork=plan))
+        forked = (await atrace(runner.graph, config("p")))[-1]
+    assert ids(turn) == ["begin", "Message:A", "Message:B"] and turn["status"] == "finished"
+    assert a["step"] == b["step"] and a["checkpoint_id"] == b["checkpoint_id"]
+    assert ambiguous.value.field == "component_id" and "Message:A, Message:B" in str(ambiguous.value)
+    # the fork runs the whole superstep again; only Message:A takes the given outputs
+    outputs = {s["component_id"]: s["outputs"]["content"] for s in forked["steps"] if s["component_id"] != "begin"}
+    assert outputs == {"Message:A": "A!", "Message:B": "bq"}       # RAGFlow drops the space before a reference

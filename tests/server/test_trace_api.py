@@ -287,3 +287,38 @@ def test_a_new_session_has_no_turns_and_the_routes_are_documented(served):
         "/TraceReply")
     step = document["components"]["schemas"]["Step"]["properties"]
     assert {"checkpoint_id", "inputs", "outputs", "elapsed", "error", "messages", "usage", "tool_calls"} <= set(step)
+
+
+def test_a_fork_streams_the_events_a_completion_streams(served):
+    _, alice, _ = served
+    agent_id = alice.agent(ROUTER_DSL)
+    # a completion without a session starts a "workflow" session, whose stream carries every event
+    first = alice.stream("/agents/chat/completions", {"agent_id": agent_id, "query": "Hi there", "stream": True})
+    session_id = first[0]["task_id"]
+    message = next(s for s in trace_of(alice, agent_id, session_id)["turns"][0]["steps"]
+                   if s["component_id"] == "Message:E")
+    forked = alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
+                          {"checkpoint_id": message["checkpoint_id"], "inputs": {"LLM:Kind@content": "forked"},
+                           "stream": True})
+    assert forked[0]["event"] == "workflow_started" and forked[-1]["event"] == "workflow_finished"
+    assert {e["message_id"] for e in forked} == {forked[0]["message_id"]} != {first[0]["message_id"]}
+    assert [e["event"] for e in forked] == ["workflow_started", "node_started", "message", "message", "message_end",
+                                            "node_finished", "workflow_finished"]
+    assert texts(forked) == "chat:forked"
+    for event in forked:      # the shapes of the completion's own events
+        twin = next(e for e in first if e["event"] == event["event"])
+        assert set(event) == set(twin) and set(event["data"]) == set(twin["data"])
+
+
+def test_the_trace_command_reads_a_server_session_with_the_dsl_it_stored(served):
+    import json
+    import os
+    import subprocess
+
+    from tests.server.helpers import CLI, REPO
+    server, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    done = subprocess.run(CLI + ["trace", "--session", session_id, "--db", server.db], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["turns"] == trace_of(alice, agent_id, session_id)["turns"]
