@@ -16,6 +16,8 @@
 - `ragflow_events(graph, input, config, context=...)`: RAGFlow's events from the graph's own stream,
   as `canvas2graph run --format jsonl` prints them.
 - `diagnose(source)`: every problem of a DSL without raising; `CompileError` carries them as `Diagnostic`s.
+- `trace(graph, config)` / `atrace(graph, config)`: a thread's step trace read from its checkpoints, as
+  turns of steps (inputs, outputs, elapsed, prompts, token usage, tool calls, checkpoint ids to fork from).
 
 The names load on first use (PEP 562): importing `canvas2graph.types`, which every layer does, costs
 nothing more than that module.
@@ -34,12 +36,15 @@ if TYPE_CHECKING:
     from runtime.models import ModelFactory
     from runtime.scripted import Script
     from runtime.state import CanvasInput, CanvasOutput
+    from runtime.trace import atrace, trace
 
 _EXPORTS = {
     "compile": "canvas2graph.api",
     "builder": "canvas2graph.api",
     "load": "canvas2graph.api",
     "ragflow_events": "runtime.events",
+    "trace": "runtime.trace",
+    "atrace": "runtime.trace",
     "TurnEvents": "runtime.events",
     "EventAdapter": "runtime.events",
     "CanvasInput": "runtime.state",

@@ -108,6 +108,9 @@ class RunContext:
     session_id: str = ""
     services: dict[str, Any] = field(default_factory=dict)
     cancel_requested: bool = False      # set by Runner.cancel(); nodes check it before they start
+    # a fork's edits, component id -> {"inputs": {ref: value}} or {"outputs": {...}}: the component's next
+    # step in this run takes them (runtime/trace.py)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def extras(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ their results (or errors) go back to the model. An Agent without tools behaves a
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, AsyncIterator
@@ -22,7 +23,7 @@ from nodes.llm import (LLM, AnswerText, LLMParams, merge_think_blocks, parse_jso
                        stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
-from runtime import model_calls
+from runtime import calls, model_calls
 from runtime.models import ModelConfigError
 from nodes.tool import Tool, as_text, formalize
 from nodes.tools.code_exec import artifact_markdown
@@ -216,6 +217,7 @@ class Agent(LLM):
         sink["answer"] (the content of an Agent that does not stream)."""
         from langchain_core.messages import HumanMessage, ToolMessage   # here: `compile` needs no LangChain
         model = self._model(ctx)
+        calls.prompt(self.id, messages)
         history = to_langchain(messages)
         for _ in range(self.params.max_rounds + 1):
             reply = None
@@ -248,12 +250,12 @@ class Agent(LLM):
         try:
             if not stream:
                 reply = await model_calls.invoke(model, history)
-                report_usage(reply)
+                report_usage(reply, self.id)
                 yield None, reply
                 return
             async for piece, reply in stream_pieces(model, history):
                 if piece is None:
-                    report_usage(reply)
+                    report_usage(reply, self.id)
                 yield piece, reply
         except ModelConfigError:
             raise
@@ -262,8 +264,11 @@ class Agent(LLM):
 
     async def _run_tool(self, call: dict, ctx, sink: dict, state) -> str:
         """A tool's result as the model sees it; a tool run in the traces when tracing is on."""
-        return await tool_run(call["name"], call.get("args") or {}, call.get("id"),
-                              partial(self._call_tool, call, ctx, sink, state), agent_id=self.id)
+        started = time.perf_counter()
+        result = await tool_run(call["name"], call.get("args") or {}, call.get("id"),
+                                partial(self._call_tool, call, ctx, sink, state), agent_id=self.id)
+        calls.tool_call(self.id, call, result, time.perf_counter() - started)
+        return result
 
     async def _call_tool(self, call: dict, ctx, sink: dict, state) -> str:
         """A tool's result as the model sees it; failures are results too (the model may recover)."""

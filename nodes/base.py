@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
 from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
-from runtime.state import LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_outputs
+from runtime import calls
+from runtime.state import (LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_inputs,
+                           with_outputs)
 from runtime.values import PENDING, is_pending, unstorable
 
 if TYPE_CHECKING:
@@ -112,14 +114,22 @@ class Node:
             ctx = resolve_context(runtime, getattr(self.canvas, "entries", None))
         if ctx.cancel_requested:
             raise TurnCancelled(self.id)          # stop at the node boundary
+        # a fork's edit of this component (runtime/trace.py): the outputs to take, or inputs to run with
+        override = ctx.overrides.pop(self.id, None) if ctx.overrides else None
         created = time.perf_counter()
         deadline = None
+        record, token = calls.open_record()
         try:
-            if timeout is None:
-                result = await self.run(state, ctx)
+            if override is not None and override.get("outputs") is not None:
+                result = Result(outputs=dict(override["outputs"]), inputs=dict(override.get("inputs") or {}))
             else:
-                async with (deadline := asyncio.timeout(timeout)):
+                if override is not None and override.get("inputs"):
+                    state = with_inputs(state, override["inputs"])
+                if timeout is None:
                     result = await self.run(state, ctx)
+                else:
+                    async with (deadline := asyncio.timeout(timeout)):
+                        result = await self.run(state, ctx)
             problem = unstorable(result.outputs) or unstorable(result.writes)
             if problem:     # a hostile or runaway canvas stops here, naming this component and the bound
                 raise ValueError(problem)
@@ -135,12 +145,17 @@ class Node:
             raise ComponentError(self.id, message, {
                 "_created_time": created, "_ERROR": message,
                 "_elapsed_time": time.perf_counter() - created}) from e
+        finally:
+            calls.close_record(token)
         outputs = {"_created_time": created, **self.declared, **result.outputs,
                    "_elapsed_time": time.perf_counter() - created}
         written = {self.id: outputs}
         # `last` names the component for the end of the turn and carries the inputs node_finished
         # reports, riding on a write every node makes anyway
-        update: dict[str, Any] = {OUTPUTS: written, LAST: {"component_id": self.id, "inputs": result.inputs}}
+        last = {"component_id": self.id, "inputs": result.inputs}
+        if record:              # what the step asked of models and tools, for its trace (runtime/calls.py)
+            last["calls"] = record
+        update: dict[str, Any] = {OUTPUTS: written, LAST: last}
         for key, value in result.writes.items():
             if key.startswith(OUT_PREFIX):
                 written[key[len(OUT_PREFIX):]] = value

@@ -19,7 +19,7 @@ from compiler.refs import Template
 from nodes.base import Node, Params, Result, stream_writer
 from nodes.registry import register
 from nodes.errors import classify, pause_before_retry
-from runtime import model_calls
+from runtime import calls, model_calls
 from runtime.models import ModelConfigError
 from nodes.prompts import citation_rules, structured_output
 from runtime.state import HISTORY, REFERENCE
@@ -99,12 +99,16 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def report_usage(message: Any) -> None:
+def report_usage(message: Any, component_id: str | None = None) -> None:
+    """A model call's token counts: to the run's usage (a custom stream item) and to the step trace of
+    `component_id`, the component that made the call (runtime/calls.py)."""
     usage = getattr(message, "usage_metadata", None)
     if usage:
-        stream_writer()({"usage": {"prompt_tokens": usage.get("input_tokens", 0),
-                                       "completion_tokens": usage.get("output_tokens", 0),
-                                       "total_tokens": usage.get("total_tokens", 0)}})
+        counts = {"prompt_tokens": usage.get("input_tokens", 0), "completion_tokens": usage.get("output_tokens", 0),
+                  "total_tokens": usage.get("total_tokens", 0)}
+        stream_writer()({"usage": counts})
+        if component_id:
+            calls.usage(component_id, counts)
 
 
 async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0,
@@ -121,7 +125,7 @@ async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0
                                       gen_conf=pending.get("gen_conf"))
         shown = False
         try:
-            async for piece in merge_think_blocks(_pieces(model, pending["messages"])):
+            async for piece in merge_think_blocks(_pieces(model, pending["messages"], pending["component_id"])):
                 shown = True
                 yield piece
             return
@@ -135,12 +139,12 @@ async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0
         await pause_before_retry(delay, attempt)
 
 
-async def _pieces(model, messages) -> AsyncIterator[str]:
+async def _pieces(model, messages, component_id: str | None = None) -> AsyncIterator[str]:
     reply = None
     async for piece, reply in stream_pieces(model, to_langchain(messages)):
         if piece is not None:
             yield piece
-    report_usage(reply)
+    report_usage(reply, component_id)
 
 
 async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk | None]]:
@@ -230,13 +234,14 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
                    gen_conf: Mapping[str, Any] | None = None) -> str:
     """A blocking call; the reasoning is kept out of the answer, as RAGFlow's LLM output is."""
     model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
+    calls.prompt(component_id, messages)
     try:
         message = await model_calls.invoke(model, to_langchain(messages))
     except ModelConfigError:
         raise
     except Exception as e:
         raise classify(e) from e
-    report_usage(message)
+    report_usage(message, component_id)
     text = text_of(message.content)
     if "</think>" in text:
         text = text.split("</think>", 1)[1]

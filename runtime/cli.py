@@ -3,6 +3,7 @@
     canvas2graph compile DSL [--format text|json]
     canvas2graph run DSL [--query Q] [--inputs FILE] [--file [FIELD=]PATH] [--session ID] [--db PATH] ...
     canvas2graph export DSL [--format mermaid|json|dot|svg|png|python] [--out FILE]
+    canvas2graph trace --session ID [--db PATH] [--dsl DSL]
     canvas2graph langgraph DSL... --out DIR
     canvas2graph index PATH... --kb NAME
     canvas2graph serve ... / canvas2graph tokens create|list|revoke ...
@@ -248,6 +249,46 @@ class _on_ctrl_c:
             self.loop.remove_signal_handler(signal.SIGINT)
 
 
+# --- trace -----------------------------------------------------------------------------------
+def cmd_trace(args) -> int:
+    return asyncio.run(_trace(args))
+
+
+async def _trace(args) -> int:
+    """A session's step trace as JSON: its DSL from --dsl, else the one `serve` stored with the session."""
+    from runtime.trace import ForkError
+    config: dict[str, Any] = {"configurable": {"thread_id": args.session}}
+    if args.checkpoint:
+        config["configurable"]["checkpoint_id"] = args.checkpoint
+    try:
+        if args.dsl:
+            from runtime.checkpoint import open_checkpointer
+            source = read_source(args.dsl)
+            async with open_checkpointer(args.db) as saver:
+                turns = await _trace_turns(source, saver, config, args)
+        else:
+            from runtime.store import open_store
+            async with open_store(args.db) as store:
+                source = await store.session_dsl(args.session)
+                if source is None:
+                    raise UsageError(f"{args.db} stores no DSL for session {args.session} (sessions of "
+                                     "`canvas2graph run` keep none): give it with --dsl FILE")
+                turns = await _trace_turns(source, store.checkpointer, config, args)
+    except ForkError as e:
+        raise UsageError(str(e))
+    if not turns:
+        raise UsageError(f"session {args.session} has no steps in {args.db}")
+    print(json.dumps({"session_id": args.session, "turns": turns}, ensure_ascii=False, indent=2, default=str))
+    return 0
+
+
+async def _trace_turns(source: Any, saver, config: dict, args) -> list[dict]:
+    from compiler import compile_dsl
+    from runtime.trace import atrace
+    graph = compile_dsl(source, default_llm=args.default_llm).graph(saver)
+    return await atrace(graph, config)
+
+
 # --- the argument tree ------------------------------------------------------------------------
 def add_default_llm(command: argparse.ArgumentParser, what: str = "the model of") -> None:
     """`--default-llm` (fill_default_llm), defaulting to $CANVAS2GRAPH_DEFAULT_LLM."""
@@ -304,6 +345,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="the DSL: a JSON file, or - for stdin")
     add_run_options(r)
     r.set_defaults(func="runtime.cli:cmd_run")
+
+    t = sub.add_parser("trace", help="print a session's step trace (every step of every turn) as JSON")
+    t.add_argument("--session", required=True, help="the session id (a run's --session, or a server session)")
+    add_db(t, "sessions database: a SQLite file or a postgresql:// URL")
+    t.add_argument("--dsl", help="the session's DSL file (default: the DSL a server stored with the session)")
+    t.add_argument("--checkpoint", help="trace the branch that leads to this checkpoint (one a fork left behind)")
+    add_default_llm(t)
+    t.set_defaults(func="runtime.cli:cmd_trace")
 
     i = sub.add_parser("index", help="chunk local files (Markdown, text, HTML, PDF) into the embedded retrieval store")
     i.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")

@@ -28,6 +28,7 @@ STREAM_MODES = ["tasks", "custom"]
 FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
+MESSAGE_ID = "message_id"              # the checkpoint metadata key naming the run's message
 MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we know they did not pause
 
 
@@ -239,7 +240,7 @@ class TurnEvents:
 
     def __init__(self, graph, graph_input: Any, config: dict | None = None, *, context: Any = None,
                  durability: str | None = None, request_inputs: dict | None = None, snapshot: Any = None,
-                 message_id: str | None = None):
+                 message_id: str | None = None, fork: bool = False):
         from compiler.canvas import canvas_of
         from langgraph.types import Command
 
@@ -253,6 +254,9 @@ class TurnEvents:
         # a run without new input continues a turn: a paused one (Command(resume=...)), one whose process
         # died, or an earlier checkpoint's (a fork); RAGFlow sends no workflow_started then
         self.resumed = graph_input is None or isinstance(graph_input, Command)
+        # a fork (runtime/trace.py) continues a turn from an earlier checkpoint, but is a run of its own:
+        # it starts with workflow_started, as a new request does
+        self.fork = fork
         session_id = str((self.config.get("configurable") or {}).get("thread_id") or "")
         inputs = request_inputs if request_inputs is not None else _request_inputs(graph_input)
         self.adapter = EventAdapter(self.canvas, session_id=session_id, request_inputs=inputs, message_id=message_id)
@@ -289,11 +293,15 @@ class TurnEvents:
         adapter = self.adapter
         if self.resumed:
             await self._hold_unsettled()
-        else:
+        if not self.resumed or self.fork:
             yield adapter.workflow_started()
         options = {"durability": self.durability} if self.durability else {}
+        # every checkpoint of this run names its message (LangGraph's savers copy a run's configurable values
+        # into the metadata of its checkpoints): the step trace groups steps by it (runtime/trace.py)
+        config = {**self.config,
+                  "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
-            async for part in self.graph.astream(self.input, self.config, context=self.context,
+            async for part in self.graph.astream(self.input, config, context=self.context,
                                                  stream_mode=STREAM_MODES, version="v2", **options):
                 for event in adapter.feed(part):
                     yield event

@@ -42,6 +42,8 @@ class TurnRequest:
     inputs: dict[str, Any] | None = None
     user_id: str = ""
     files: list | None = None
+    # a fork from a step of the session (runtime/trace.py `fork_plan`): the run starts from its checkpoint
+    fork: Any = None
 
     def __post_init__(self) -> None:
         # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
@@ -181,6 +183,9 @@ class Runner:
 
     async def _start(self, session_id: str, request: TurnRequest, config: dict):
         """(the graph input for this request, how it resumes an earlier turn, the snapshot it continues)."""
+        if request.fork is not None:        # LangGraph's time travel: the step's tasks run again on a new branch
+            plan = request.fork
+            return (Command(resume=resume_value(plan.resume, "")) if plan.resume is not None else None), "fork", None
         snapshot = await self._open_turn(config)
         # `tasks`, not `next`: `next` leaves out tasks whose writes were saved, and a process killed after
         # a step's writes but before the next checkpoint leaves only such tasks
@@ -204,11 +209,20 @@ class Runner:
         self.outcome.resumed = resumed
         self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id,
                                              services=dict(self.services))
+        start_config = config
+        if request.fork is not None:
+            context.overrides = dict(request.fork.overrides)
+            fork_config = request.fork.config
+            if request.fork.resume is not None:
+                # a form answered on a new branch: a copy of its checkpoint (LangGraph's "__copy__" fork), which
+                # holds no answer yet; time travel to the checkpoint itself would replay the answer it has
+                fork_config = await self.graph.aupdate_state(fork_config, None, as_node="__copy__")
+            start_config = {**config, "configurable": {**config["configurable"], **fork_config["configurable"]}}
         # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
-        run_config = {**config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
+        run_config = {**start_config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
                             durability=DURABILITY if self.checkpointer is not None else None,
-                            request_inputs=request.inputs or {})
+                            request_inputs=request.inputs or {}, fork=request.fork is not None)
         self.outcome.extra["usage"] = events.usage      # live model usage, also for turns that pause or stop
         try:
             async for event in events:

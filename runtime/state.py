@@ -79,6 +79,40 @@ def with_outputs(state: Mapping[str, Any], component_id: str, values: Mapping[st
     return {**state, OUTPUTS: outputs}
 
 
+def with_inputs(state: Mapping[str, Any], edits: Mapping[str, Any]) -> dict:
+    """A shallow view of `state` where the references a component reads have the given values: `sys.x` and
+    `env.x` (globals), `Cpn:Id@key` and `Cpn:Id@key.path` (outputs). What a fork runs a component with when
+    its inputs are edited (runtime/trace.py); the keys are the ones the component reports as its inputs."""
+    view = dict(state)
+    globals_ = None
+    for key, value in edits.items():
+        if "@" in key:
+            cid, _, path = key.partition("@")
+            name, *rest = path.split(".")
+            if rest:
+                value = _set_path(outputs_of(view, cid).get(name), rest, value)
+            view = with_outputs(view, cid, {name: value})
+        else:
+            if globals_ is None:
+                globals_ = view[GLOBALS] = dict(view.get(GLOBALS) or {})
+            globals_[key] = value
+    return view
+
+
+def _set_path(container: Any, path: list[str], value: Any) -> Any:
+    """`container` with `value` at `path` (dict keys or list indexes), copied along the path only."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(container, list) and head.lstrip("-").isdigit() and -len(container) <= int(head) < len(container):
+        copy = list(container)
+        copy[int(head)] = _set_path(copy[int(head)], rest, value)
+        return copy
+    copy = dict(container) if isinstance(container, Mapping) else {}
+    copy[head] = _set_path(copy.get(head), rest, value)
+    return copy
+
+
 def merge_outputs(old: dict | None, new: dict | None) -> dict:
     """Merge per component and key; `None` resets everything (done at the start of every turn)."""
     if new is None:

@@ -598,6 +598,26 @@ class Store:
                                       "LIMIT ? OFFSET ?", tuple(params) + _page(page, page_size))
         return [_session(r, with_dsl) for r in rows]
 
+    async def session_dsl(self, session_id: str) -> str | None:
+        """The DSL a session runs, whoever's it is (for the operator's `canvas2graph trace`)."""
+        rows = await self.db.fetchall("SELECT dsl FROM c2g_sessions WHERE id = ?", (session_id,))
+        return rows[0]["dsl"] if rows else None
+
+    async def find_session_of_message(self, tenant: str, agent_id: str | None, message_id: str) -> Session | None:
+        """The tenant's session (of `agent_id`, if given) whose message log has a message with this id."""
+        if not message_id:
+            return None
+        where, params = "tenant = ? AND messages LIKE ? ESCAPE '\\'", [tenant, f'%"id": {_like(json.dumps(message_id))}%']
+        if agent_id:
+            where, params = where + " AND agent_id = ?", params + [agent_id]
+        rows = await self.db.fetchall(f"SELECT * FROM c2g_sessions WHERE {where} ORDER BY update_time DESC LIMIT 20",
+                                      tuple(params))
+        for row in rows:            # the pattern may match inside a message's text: check the ids
+            session = _session(row)
+            if any(isinstance(m, dict) and m.get("id") == message_id for m in session.messages):
+                return session
+        return None
+
     async def delete_sessions(self, tenant: str, session_ids: list[str]) -> list[str]:
         """Delete the tenant's sessions among `session_ids` (and their checkpoints); returns those deleted."""
         deleted = []

@@ -16,8 +16,10 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import agents, artifacts, builder, completions, files, graphs, templates, versions, webhooks
+from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
+                           webhooks)
 from server.services import RunServices
+from server import ui
 from server.uploads import UploadPolicy
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
@@ -77,10 +79,12 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(builder.router)
     app.include_router(versions.router)
     app.include_router(webhooks.router)
+    app.include_router(traces.router)          # before agents: /agents/rerun is no agent id
     app.include_router(agents.router)
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
     app.state.upload_policy = upload_policy

@@ -222,7 +222,8 @@ def test_trace_config_names_the_run_and_its_thread_for_langsmith(tracing_off):
 
 
 async def test_the_runner_adds_no_callback_machinery_when_tracing_is_off(tracing_off, tmp_path):
-    """The graph is streamed with the plain thread config: no callbacks, metadata, tags or run name."""
+    """The graph is streamed with the plain thread config: no callbacks, metadata, tags or run name (the run's
+    message id names its checkpoints, for the step trace)."""
     compiled = compile_dsl(DEMO.read_bytes())
     script = Script.load(str(DEMO_SCRIPT))
     runner = Runner(compiled, None, ModelFactory(script=script), script, services={"code": {"allow_local": True}})
@@ -236,7 +237,8 @@ async def test_the_runner_adds_no_callback_machinery_when_tracing_is_off(tracing
     runner.graph.astream = spy
     events = [e async for e in runner.run_turn("s-off", TurnRequest(query=QUERY))]
     assert runner.outcome.status == "finished" and events[-1]["event"] == "workflow_finished"
-    assert seen == [{"configurable": {"thread_id": "s-off"}, "recursion_limit": compiled.recursion_limit}]
+    assert seen == [{"configurable": {"thread_id": "s-off", "message_id": events[0]["message_id"]},
+                     "recursion_limit": compiled.recursion_limit}]
 
 
 async def test_a_tool_call_outside_any_traced_run_is_just_the_call():
