@@ -454,12 +454,11 @@ async def stored_bytes(saver, thread_id: str) -> int | None:
         total += sum(len(w[2][1]) for k, ws in saver.writes.items() if k[0] == thread_id for w in ws.values())
         return total
     try:
-        if type(saver).__name__ == "AsyncSqliteSaver":
+        if type(saver).__name__ == "InlineSqliteSaver":
             total = 0
             for sql in ("SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints WHERE thread_id = ?",
                         "SELECT sum(length(value)) FROM writes WHERE thread_id = ?"):
-                async with saver.conn.execute(sql, (thread_id,)) as cur:
-                    total += (await cur.fetchone())[0] or 0
+                total += saver.conn.execute(sql, (thread_id,)).fetchone()[0] or 0
             return total
         if type(saver).__name__ == "AsyncPostgresSaver":
             total = 0

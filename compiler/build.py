@@ -21,6 +21,9 @@
   released in the same step runs beside it and then triggers it again, so `finish_turn` lets a later
   run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream;
 - every node is async, with a synchronous twin (`runtime.bridge`) for LangGraph's `invoke`/`stream`.
+
+`Wiring` is the per-node part (a node's step, its options, its router): an ejected canvas
+(`compiler.eject`, `canvas2graph.eject`) builds its nodes from it too, wired by its own code.
 """
 from __future__ import annotations
 
@@ -66,8 +69,9 @@ def _by_pass(container_id: str, body: list[str], exits: list[str]) -> Router:
 
 
 async def _step(node, state: dict, runtime, *, timeout: float | None, names: dict[str, str],
-                route: Router | None = None, ends: bool = False, inline_finish: bool = False) -> Any:
-    """A component that routes (Command goto) or whose step may end the turn (inline finish)."""
+                route: Router | None = None, ends: bool = False, inline_finish: bool = False, goto: bool = True) -> Any:
+    """A component that routes (Command goto) or whose step may end the turn (inline finish).
+    Without `goto` a routing component returns its update (a conditional edge routes it)."""
     update = await type(node).__call__(node, state, runtime, timeout=timeout)
     if route is None:
         return finish_after(state, update) if ends else update
@@ -75,7 +79,7 @@ async def _step(node, state: dict, runtime, *, timeout: float | None, names: dic
     if inline_finish and PLAN_FINISH in targets:
         update = finish_after(state, update)
         targets = [t for t in targets if t != PLAN_FINISH]
-    return Command(update=update, goto=[names[t] for t in targets])
+    return Command(update=update, goto=[names[t] for t in targets]) if goto else update
 
 
 _RESET = {OUTPUTS: merge_outputs, LOOPS: merge_outputs, REFERENCE: merge_reference}   # channels a turn starts empty
@@ -141,51 +145,89 @@ def component_timeout() -> float | None:
     return value if value > 0 else None
 
 
+class Wiring:
+    """What the builder derives from a plan for each node: its step, its options, how it routes.
+
+    `build_graph` and the Python an ejected canvas runs (`canvas2graph.eject`) both read it, so the
+    graph a user edits starts out as the compiled one."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.inline = one_at_a_time(plan)
+        self.names = {**plan.node_names, PLAN_FINISH: FINISH}
+        self.indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
+        self.timeout = component_timeout()
+        self.routed: dict[str, list] = defaultdict(list)
+        for e in plan.edges:
+            if e.kind in CONDITIONAL_EDGES:
+                self.routed[e.source].append(e)
+        self.ends = ({e.source for e in plan.edges if e.kind in STATIC_EDGES and e.target == PLAN_FINISH}
+                     if self.inline else set())
+        self.view = build_state_schema("ComponentState", components_view=True)     # what components read
+
+    def joins(self, cid: str) -> bool:
+        """A start item is entered once per turn (from its container) and re-entered from each body
+        sink; with several sinks it waits, like a join, until the pass's branches have all finished."""
+        return self.indegree[cid] > (2 if self.plan.nodes[cid].role == "start" else 1)
+
+    def router(self, cid: str) -> Router | None:
+        if cid not in self.routed:
+            return None
+        node, edges = self.plan.nodes[cid], self.routed[cid]
+        if node.role == "start":
+            return _by_pass(node.parent_id, [e.target for e in edges if e.label != "done"],
+                            [e.target for e in edges if e.label == "done"])
+        return _by_next(cid)
+
+    def step(self, cid: str, *, goto: bool = True) -> Any:
+        """The node's step. `goto`: a routing node returns `Command(goto=...)` (the compiled graph);
+        without, it returns its update and a conditional edge reads its route (an ejected canvas)."""
+        node = self.plan.nodes[cid]
+        route = self.router(cid)
+        # a partial() (not a bound method or a closure): LangGraph then skips scanning the callable's
+        # bytecode for subgraphs, which dominated compile time for large canvases
+        if route is None and cid not in self.ends:
+            call = partial(type(node).__call__, node, timeout=self.timeout)
+        else:
+            call = partial(_step, node, timeout=self.timeout, names=self.names, route=route, ends=cid in self.ends,
+                           inline_finish=self.inline, goto=goto)
+        if cid == "begin":
+            call = partial(_begin, call, initial_globals=self.plan.dsl.initial_globals())
+        return _dual(self.names[cid], call)
+
+    def error_handler(self, cid: str, targets: list[str] | None = None):
+        handler = error_handler_for(self.plan.nodes[cid], self.plan, self.names, inline_finish=self.inline,
+                                    targets=targets)
+        return _dual(f"__error_handler__{self.names[cid]}", handler) if handler else None
+
+    def metadata(self, cid: str) -> dict:
+        node = self.plan.nodes[cid]
+        return {"component_id": cid, "component_type": node.component_type, "component_name": node.display_name}
+
+    def input_schema(self, cid: str):
+        return None if cid == "begin" else self.view
+
+    def finish_node(self) -> RunnableCallable:
+        return _dual(FINISH, _finish)
+
+
 def build_graph(plan: Plan) -> StateGraph:
     from canvas2graph.types import RunContext
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
                        output_schema=CanvasOutput)
-    view = build_state_schema("ComponentState", components_view=True)     # what components read
-    inline = one_at_a_time(plan)
-    names = {**plan.node_names, PLAN_FINISH: FINISH}
-    indegree = Counter(e.target for e in plan.edges if e.kind in STATIC_EDGES + CONDITIONAL_EDGES + ("error",))
-    timeout = component_timeout()
-    routed: dict[str, list] = defaultdict(list)
-    for e in plan.edges:
-        if e.kind in CONDITIONAL_EDGES:
-            routed[e.source].append(e)
-    ends = {e.source for e in plan.edges if e.kind in STATIC_EDGES and e.target == PLAN_FINISH} if inline else set()
+    wiring = Wiring(plan)
+    names, routed, inline = wiring.names, wiring.routed, wiring.inline
     for cid, node in plan.nodes.items():
-        # a start item is entered once per turn (from its container) and re-entered from each body
-        # sink; with several sinks it waits, like a join, until the pass's branches have all finished
-        joins = indegree[cid] > (2 if node.role == "start" else 1)
-        route = None
-        if cid in routed:
-            edges = routed[cid]
-            route = (_by_pass(node.parent_id, [e.target for e in edges if e.label != "done"],
-                              [e.target for e in edges if e.label == "done"])
-                     if node.role == "start" else _by_next(cid))
-        # a partial() (not a bound method or a closure): LangGraph then skips scanning the callable's
-        # bytecode for subgraphs, which dominated compile time for large canvases
-        if route is None and cid not in ends:
-            call = partial(type(node).__call__, node, timeout=timeout)
-        else:
-            call = partial(_step, node, timeout=timeout, names=names, route=route, ends=cid in ends,
-                           inline_finish=inline)
-        if cid == "begin":
-            call = partial(_begin, call, initial_globals=plan.dsl.initial_globals())
-        handler = error_handler_for(node, plan, names, inline_finish=inline)
-        graph.add_node(names[cid], _dual(names[cid], call),
-                       input_schema=None if cid == "begin" else view,
-                       defer=joins,
+        graph.add_node(names[cid], wiring.step(cid),
+                       input_schema=wiring.input_schema(cid),
+                       defer=wiring.joins(cid),
                        destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
                        retry_policy=retry_policy_for(node),
-                       error_handler=_dual(f"__error_handler__{names[cid]}", handler) if handler else None,
-                       metadata={"component_id": cid, "component_type": node.component_type,
-                                 "component_name": node.display_name})
+                       error_handler=wiring.error_handler(cid),
+                       metadata=wiring.metadata(cid))
     # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
-    graph.add_node(FINISH, _dual(FINISH, _finish), input_schema=view, defer=True)
+    graph.add_node(FINISH, wiring.finish_node(), input_schema=wiring.view, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
     for e in plan.edges:

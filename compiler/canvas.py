@@ -26,6 +26,9 @@ class CompiledCanvas:
     diagnostics: list[Diagnostic]
     digest: str
     _graphs: dict[int, Any] = field(default_factory=dict)
+    # a StateGraph wired elsewhere (an ejected canvas's module, `canvas2graph.eject`) to run instead of
+    # the one `compiler.build` derives from the plan
+    wired: Any = None
 
     @property
     def component_ids(self) -> list[str]:
@@ -54,7 +57,7 @@ class CompiledCanvas:
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
         from compiler.build import build_graph
-        builder = build_graph(self.plan)
+        builder = self.wired if self.wired is not None else build_graph(self.plan)
         _CANVAS_OF[builder] = self
         return builder
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, AsyncIterator
 
-from langchain_core.messages import HumanMessage, ToolMessage
 from pydantic import Field, ValidationError
 
 from compiler.model import ComponentEntry
@@ -24,7 +23,7 @@ from nodes.llm import (LLM, AnswerText, LLMParams, merge_think_blocks, parse_jso
                        stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
-from runtime import calls
+from runtime import calls, model_calls
 from runtime.models import ModelConfigError
 from nodes.tool import Tool, as_text, formalize
 from nodes.tools.code_exec import artifact_markdown
@@ -216,6 +215,7 @@ class Agent(LLM):
     async def _tool_loop(self, messages, ctx, sink: dict, state, *, stream: bool) -> AsyncIterator[str]:
         """The tool loop. Yields what the user sees when streaming; leaves the final reply's text in
         sink["answer"] (the content of an Agent that does not stream)."""
+        from langchain_core.messages import HumanMessage, ToolMessage   # here: `compile` needs no LangChain
         model = self._model(ctx)
         calls.prompt(self.id, messages)
         history = to_langchain(messages)
@@ -246,10 +246,10 @@ class Agent(LLM):
                 yield piece
 
     async def _call(self, model, history, stream: bool):
-        """One model call: (piece, reply so far) pairs; the last pair carries the whole reply."""
+        """One model call: (piece, None) pairs while it streams; the last pair is (None, the whole reply)."""
         try:
             if not stream:
-                reply = await model.ainvoke(history)
+                reply = await model_calls.invoke(model, history)
                 report_usage(reply, self.id)
                 yield None, reply
                 return

@@ -11,8 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from langgraph.config import get_stream_writer
-from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict, Field
 
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
@@ -135,9 +133,12 @@ class Node:
             problem = unstorable(result.outputs) or unstorable(result.writes)
             if problem:     # a hostile or runaway canvas stops here, naming this component and the bound
                 raise ValueError(problem)
-        except (ComponentError, GraphBubbleUp):     # GraphBubbleUp: interrupt() and friends, not failures
+        except ComponentError:
             raise
         except Exception as e:       # any failure inside a component is that component's error
+            from langgraph.errors import GraphBubbleUp
+            if isinstance(e, GraphBubbleUp):    # interrupt() and friends, not failures
+                raise
             message = str(e) or type(e).__name__
             if deadline is not None and deadline.expired():
                 message = f"{self.id} timed out after {timeout:g} s"
@@ -165,6 +166,8 @@ class Node:
 
 def stream_writer():
     """LangGraph's stream writer, or a no-op when a node runs outside a graph (in unit tests, say)."""
+    # imported here, not at the top: `canvas2graph compile` loads every component without LangGraph
+    from langgraph.config import get_stream_writer
     try:
         return get_stream_writer()
     except RuntimeError:

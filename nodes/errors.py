@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.errors import NodeError, NodeTimeoutError
-from langgraph.types import Command, RetryPolicy
+if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every component without LangGraph
+    from langgraph.errors import NodeError
+    from langgraph.types import Command, RetryPolicy
 
 from nodes.base import ComponentError
 from runtime.state import LAST, OUTPUTS
@@ -57,6 +58,7 @@ def is_retryable(e: BaseException) -> bool:
         e = e.__cause__
     if isinstance(e, ModelCallError):
         return e.retryable
+    from langgraph.errors import NodeTimeoutError
     return isinstance(e, (NodeTimeoutError, TimeoutError, ConnectionError))
 
 
@@ -82,6 +84,7 @@ async def pause_before_retry(delay: float, attempt: int) -> None:
 
 
 def retry_policy_for(node) -> RetryPolicy | None:
+    from langgraph.types import RetryPolicy
     retries = node.params.max_retries
     if retries <= 0:
         return None
@@ -102,27 +105,46 @@ def failure_outputs(node, error: BaseException) -> dict[str, Any]:
     if isinstance(error, ComponentError) and error.component_id == node.id:
         return dict(error.outputs)
     message = str(error) or type(error).__name__
+    from langgraph.errors import NodeTimeoutError
     if isinstance(error, NodeTimeoutError):
         message = f"{node.id} timed out after {error.timeout:g} s"
     now = time.perf_counter()
     return {"_created_time": now, "_ERROR": message, "_elapsed_time": 0.0}
 
 
-def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = False):
+def normal_targets(node, plan, names: dict[str, str]) -> list[str]:
+    """The graph nodes a component goes to when it succeeds (its static edges)."""
+    return [names[e.target] for e in plan.edges if e.source == node.id and e.kind in ("next", "exit", "loop", "enter")]
+
+
+def error_targets(node, plan, names: dict[str, str]) -> list[str]:
+    """Where the error handler of a component with `exception_method` goes: the `exception_goto`
+    targets (method goto), else on as if it succeeded, else the end of the turn."""
+    goto = [names[t] for t in node.error_targets() if t in names]
+    if node.params.exception_method == "goto" and goto:
+        return goto
+    return normal_targets(node, plan, names) or [names["__finish__"]]
+
+
+def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = False,
+                      targets: list[str] | None = None):
     """The LangGraph error handler for a component with `exception_method`, or None.
 
     `names` maps component ids (and the plan's finish pseudo-target) to graph node names. With
     `inline_finish` (see compiler/build.py) a handler whose way leads to the end of the turn records
-    it itself instead of going to the finish node.
+    it itself instead of going to the finish node. `targets` (graph node names) replaces where the
+    handler goes (`error_targets` below): an ejected canvas writes them out.
     """
     method = node.params.exception_method
     if not method:
         return None
+    from langgraph.types import Command
+
     from runtime.turn import finish_after
     finish = names["__finish__"]             # the graph node the plan's end of the turn maps to
     goto = [names[t] for t in node.error_targets() if t in names]
     default = node.params.exception_default_value
-    normal = [names[e.target] for e in plan.edges if e.source == node.id and e.kind in ("next", "exit", "loop", "enter")]
+    normal = normal_targets(node, plan, names)
 
     async def handle(state: dict, error: NodeError) -> Command:
         from canvas2graph.types import TurnCancelled
@@ -148,7 +170,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
                            "_elapsed_time": outputs.get("_elapsed_time")}
             target = normal
         update = {OUTPUTS: {node.id: outputs}, LAST: {"component_id": node.id, "inputs": {}}}
-        target = target or [finish]
+        target = list(targets) if targets is not None else (target or [finish])
         if inline_finish and finish in target:
             update = finish_after(state, update)
             target = [t for t in target if t != finish]

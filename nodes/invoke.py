@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
-from bs4 import BeautifulSoup
+from typing import TYPE_CHECKING
+
 from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
@@ -51,7 +51,15 @@ BLOCKS = ("p", "div", "section", "article", "main", "header", "footer", "nav", "
 
 
 # what another attempt may get past: timeouts, refused or dropped connections, a proxy that failed
-RETRIED = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError)
+if TYPE_CHECKING:
+    import httpx
+
+
+def retried() -> tuple[type[Exception], ...]:
+    """The failures a retry may cure. httpx is imported here, not at the top: `canvas2graph compile`
+    loads every component and sends nothing."""
+    import httpx
+    return (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError)
 
 
 class InvokeError(Exception):
@@ -183,6 +191,7 @@ class Invoke(Node):
 
     # --- run time ------------------------------------------------------------------------
     async def run(self, state, ctx) -> Result:
+        import httpx
         state, writes = await settle_pending(self, [r for _, r in self.references()], state, ctx)
         p = self.params
         args, inputs = self._arguments(state)
@@ -205,7 +214,7 @@ class Invoke(Node):
             try:
                 response = await send(p.method.upper(), url, request, p, ctx)
                 break
-            except RETRIED as e:
+            except retried() as e:
                 if attempt == attempts:
                     tries = f" ({attempts} attempts)" if attempts > 1 else ""
                     raise InvokeError(describe(e, url, p.timeout) + tries) from None
@@ -274,6 +283,7 @@ async def send(method: str, url: str, request: dict[str, Any], p: InvokeParams, 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvokeError(f"URL not valid: {url!r} is not an http:// or https:// address")
+    import httpx
     guard = HostGuard.of("Invoke", ctx)
     async with httpx.AsyncClient(timeout=p.timeout, follow_redirects=False, transport=guard.transport(proxy=p.proxy),
                                  headers={"User-Agent": USER_AGENT}) as client:
@@ -289,6 +299,7 @@ async def send(method: str, url: str, request: dict[str, Any], p: InvokeParams, 
 
 
 def describe(error: Exception, url: str, timeout: float) -> str:
+    import httpx
     if isinstance(error, httpx.TimeoutException):
         return f"{where(url)} did not answer within {timeout:g} s"
     return f"cannot reach {where(url)}: {error or type(error).__name__}"
@@ -296,6 +307,7 @@ def describe(error: Exception, url: str, timeout: float) -> str:
 
 def html_text(body: str) -> str:
     """An HTML answer as text: its title, then one line per block of the page, scripts and styles left out."""
+    from bs4 import BeautifulSoup
     soup = BeautifulSoup(body, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(DROPPED_TAGS):

@@ -7,17 +7,19 @@ generation (the prepared messages, JSON only) and the Message runs it with `stre
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+
+if TYPE_CHECKING:   # imported where used: `canvas2graph compile` loads every component without LangChain
+    from langchain_core.messages import AIMessageChunk, BaseMessage
 
 import json_repair
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
 from nodes.base import Node, Params, Result, stream_writer
 from nodes.registry import register
 from nodes.errors import classify, pause_before_retry
-from runtime import calls
+from runtime import calls, model_calls
 from runtime.models import ModelConfigError
 from nodes.prompts import citation_rules, structured_output
 from runtime.state import HISTORY, REFERENCE
@@ -82,6 +84,7 @@ class LLMParams(Params):
 
 
 def to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
     return [kinds.get(m["role"], HumanMessage)(content=m["content"]) for m in messages]
 
@@ -144,34 +147,39 @@ async def _pieces(model, messages, component_id: str | None = None) -> AsyncIter
     report_usage(reply, component_id)
 
 
-async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk]]:
+async def stream_pieces(model, history: list[BaseMessage]) -> AsyncIterator[tuple[str | None, AIMessageChunk | None]]:
     """One streamed model call as pieces: "<think>", reasoning, "</think>", then the answer's text.
 
-    Yields (piece, the reply so far); the last pair is (None, the whole reply). Reasoning comes either
-    apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
-    between `<think>` tags; both become the same markers.
+    Yields (piece, None) while the reply streams, then (None, the whole reply) last. Reasoning comes
+    either apart from the text (`reasoning_content`, as DeepSeek and vLLM send it) or inline in the text
+    between `<think>` tags; both become the same markers. The chunks are merged into the reply once, at
+    the end: merging LangChain chunks one by one cost more than everything else between the model's
+    chunk and the `message` event it becomes.
     """
-    reply = AIMessageChunk(content="")
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.messages.ai import add_ai_message_chunks
+    chunks: list[AIMessageChunk] = []
     thinking = False
-    async for chunk in model.astream(history):
-        reply = reply + chunk
+    async for chunk in model_calls.stream(model, history):
+        chunks.append(chunk)
         reasoning = (chunk.additional_kwargs or {}).get("reasoning_content")
         if reasoning:
             if not thinking:
                 thinking = True
-                yield "<think>", reply
-            yield reasoning, reply
+                yield "<think>", None
+            yield reasoning, None
         text = text_of(chunk.content)
         if text:
             if thinking:
                 thinking = False
-                yield "</think>", reply
+                yield "</think>", None
             for piece in _THINK_SPLIT.split(text):
                 if piece:
-                    yield piece, reply
+                    yield piece, None
     if thinking:
-        yield "</think>", reply
-    yield None, reply
+        yield "</think>", None
+    start = AIMessageChunk(content="")
+    yield None, add_ai_message_chunks(start, *chunks) if chunks else start
 
 
 async def merge_think_blocks(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -228,7 +236,7 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
     model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
     calls.prompt(component_id, messages)
     try:
-        message = await model.ainvoke(to_langchain(messages))
+        message = await model_calls.invoke(model, to_langchain(messages))
     except ModelConfigError:
         raise
     except Exception as e:
@@ -287,7 +295,10 @@ class LLM(Node):
 
     def thoughts(self, state) -> str:
         try:
-            last = self.build_messages(state)[-1]["content"]
+            # the last prompt is the last message sent; rendering it alone spares the system prompt
+            # and the history, which `run` renders again in the same step
+            last = (render(self.prompt_templates[-1][1], state, to_text=as_json_text) if self.prompt_templates
+                    else self.build_messages(state)[-1]["content"])
         except Exception:
             last = ""
         return f"⌛Give me a moment—starting from: \n\n{last}\n\nI’ll figure out our best next move."

@@ -1,6 +1,8 @@
 """Message: shows text to the user, streaming pending generations through (SPEC 3.5, 5.7, 6.3)."""
 from __future__ import annotations
 
+import asyncio
+
 import random
 import re
 import time
@@ -105,6 +107,10 @@ class Message(Node):
             async for piece in source:
                 self._show(piece, write, shown)
                 answer.add(piece)
+                # let the stream's reader deliver the piece before the next one is handled: chunks that
+                # arrive together (one socket read, a scripted reply) would otherwise all be processed
+                # before the first reaches the client (first chunk -> message event: 0.26 -> 0.12 ms)
+                await asyncio.sleep(0)
         except Exception as e:      # the failure belongs to the LLM whose generation this is
             if not pending.get("default"):
                 message = str(e) or type(e).__name__

@@ -2,7 +2,7 @@
 
     canvas2graph compile DSL [--format text|json]
     canvas2graph run DSL [--query Q] [--inputs FILE] [--file [FIELD=]PATH] [--session ID] [--db PATH] ...
-    canvas2graph export DSL [--format mermaid|json|dot|svg|png] [--out FILE]
+    canvas2graph export DSL [--format mermaid|json|dot|svg|png|python] [--out FILE]
     canvas2graph trace --session ID [--db PATH] [--dsl DSL]
     canvas2graph langgraph DSL... --out DIR
     canvas2graph index PATH... --kb NAME
@@ -86,6 +86,9 @@ def cmd_export(args) -> int:
     elif args.format == "dot":
         from compiler.picture import to_dot
         data = to_dot(compiled.plan, title=agent_name(compiled, args.file) or None).encode()
+    elif args.format == "python":
+        from compiler.eject import to_python
+        data = to_python(compiled, source=None if args.file == "-" else Path(args.file).name).encode()
     elif args.format == "mermaid":
         from compiler.export import to_mermaid
         data = to_mermaid(compiled.plan).encode()
@@ -109,9 +112,15 @@ def cmd_export(args) -> int:
 # --- run -------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     from compiler import compile_dsl
+    compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
+    return run_compiled(compiled, args)
+
+
+def run_compiled(compiled, args) -> int:
+    """One turn of a compiled canvas, as `run`'s options (`add_run_options`) ask; an ejected canvas's
+    `__main__` runs here too (`canvas2graph.eject.main`)."""
     from runtime.printers import JsonlPrinter, PrettyPrinter
 
-    compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
     inputs = read_json_file(args.inputs, "inputs file") if args.inputs else None
     if inputs is not None and not isinstance(inputs, dict):
         raise UsageError(f"inputs file {args.inputs} must hold a JSON object of field: value")
@@ -297,19 +306,8 @@ def add_db(command: argparse.ArgumentParser, help: str) -> None:
     command.add_argument("--db", default=default_db(), help=help + " (default %(default)s, or $CANVAS2GRAPH_DB)")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="compile, run, trace, index, export, serve or tokens; COMMAND --help says more")
-
-    c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
-    c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
-    c.add_argument("--format", choices=["text", "json"], default="text", help="text for people (default) or JSON")
-    add_default_llm(c)
-    c.set_defaults(func="runtime.cli:cmd_compile")
-
-    r = sub.add_parser("run", help="run one turn of a DSL and print RAGFlow's events")
-    r.add_argument("file", help="the DSL: a JSON file, or - for stdin")
+def add_run_options(r: argparse.ArgumentParser) -> None:
+    """The options of one turn: `run`'s, and those of an ejected canvas's module (`python agent.py ...`)."""
     r.add_argument("--query", default="", help="the user's message for this turn (sys.query)")
     r.add_argument("--inputs", help="JSON file with the request's inputs (Begin form or a pending UserFillUp)")
     r.add_argument("--session", help="conversation id; reuse it to continue a conversation")
@@ -330,6 +328,22 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--unsafe-local-code", action="store_true",
                    help="run CodeExec scripts on this machine WITHOUT the bubblewrap sandbox: they can read your "
                         "files and reach your network; only for canvases you trust, where bubblewrap is unavailable")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="compile, run, trace, index, export, serve or tokens; COMMAND --help says more")
+
+    c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
+    c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
+    c.add_argument("--format", choices=["text", "json"], default="text", help="text for people (default) or JSON")
+    add_default_llm(c)
+    c.set_defaults(func="runtime.cli:cmd_compile")
+
+    r = sub.add_parser("run", help="run one turn of a DSL and print RAGFlow's events")
+    r.add_argument("file", help="the DSL: a JSON file, or - for stdin")
+    add_run_options(r)
     r.set_defaults(func="runtime.cli:cmd_run")
 
     t = sub.add_parser("trace", help="print a session's step trace (every step of every turn) as JSON")
@@ -351,9 +365,10 @@ def parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser("export", help="print or draw the compiled graph")
     x.add_argument("file", help="the DSL: a JSON file, or - for stdin")
-    x.add_argument("--format", choices=["mermaid", "json", "dot", "svg", "png"], default="mermaid",
+    x.add_argument("--format", choices=["mermaid", "json", "dot", "svg", "png", "python"], default="mermaid",
                    help="mermaid: a flowchart with every branch labelled (default); json: nodes and edges; "
-                        "dot: Graphviz source; svg, png: the picture, laid out by Graphviz's dot (installed apart)")
+                        "dot: Graphviz source; svg, png: the picture, laid out by Graphviz's dot (installed apart); "
+                        "python: a module that builds the same StateGraph explicitly and runs like `run` (eject)")
     x.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
     add_default_llm(x)
     x.set_defaults(func="runtime.cli:cmd_export")

@@ -21,8 +21,6 @@ from typing import Annotated, Any, Mapping
 
 from typing_extensions import TypedDict   # pydantic (LangGraph Server, Studio) reads its JSON schema
 
-from langgraph.channels import EphemeralValue
-
 OUTPUTS = "outputs"
 LOOPS = "loops"
 GLOBALS = "globals"
@@ -165,6 +163,7 @@ def build_state_schema(name: str = "CanvasState", *, components_view: bool = Fal
     """The graph's state. `components_view`: the part components read, without the request channels
     and the answer (Begin's step reads the request; nothing reads the answer), which LangGraph then
     need not look at in every task."""
+    from langgraph.channels import EphemeralValue   # here: `canvas2graph compile` never builds a state
     request = {} if components_view else {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
                                           ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {

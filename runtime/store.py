@@ -255,7 +255,8 @@ class _Sqlite:
     """The store's tables on the checkpointer's own SQLite connection, under its lock.
 
     One connection for both: two connections to one file would take turns on SQLite's file lock,
-    whose busy handler sleeps for milliseconds at a time under load.
+    whose busy handler sleeps for milliseconds at a time under load. Like the checkpointer
+    (`runtime/sqlite_saver.py`), statements run in place: each is a few tens of microseconds.
     """
     placeholder = "?"
 
@@ -265,33 +266,39 @@ class _Sqlite:
 
     async def setup(self, statements: Iterable[str], columns: Iterable[tuple[str, str, str]] = ()) -> None:
         import sqlite3
-        async with self.lock:
-            # WAL and `synchronous` are set by open_checkpointer; another process (a second server,
-            # `canvas2graph tokens`) may write the same file, so wait for it rather than fail
-            await self.conn.execute("PRAGMA busy_timeout=30000")
+        with self.lock:
+            # WAL, `synchronous` and the busy timeout are set by open_checkpointer; another process
+            # (a second server, `canvas2graph tokens`) may write the same file, so it waits for it
             for sql in statements:
-                await self.conn.execute(sql)
+                self.conn.execute(sql)
             for table, column, definition in columns:
-                async with self.conn.execute(f"PRAGMA table_info({table})") as cursor:
-                    present = {row[1] for row in await cursor.fetchall()}
+                present = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})").fetchall()}
                 if column not in present:
                     try:
-                        await self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
                     except sqlite3.OperationalError as e:     # another process added it meanwhile
                         if "duplicate column" not in str(e):
                             raise
-            await self.conn.commit()
+            self.conn.commit()
 
     async def execute(self, sql: str, params: tuple = ()) -> int:
-        async with self.lock:
-            cursor = await self.conn.execute(sql, params)
-            await self.conn.commit()
+        with self.lock:
+            try:
+                cursor = self.conn.execute(sql, params)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
             return cursor.rowcount
 
     async def fetchall(self, sql: str, params: tuple = ()) -> list[dict]:
-        async with self.lock, self.conn.execute(sql, params) as cursor:
-            names = [c[0] for c in cursor.description]
-            return [dict(zip(names, row)) for row in await cursor.fetchall()]
+        with self.lock:
+            cursor = self.conn.execute(sql, params)
+            try:
+                names = [c[0] for c in cursor.description]
+                return [dict(zip(names, row)) for row in cursor.fetchall()]
+            finally:
+                cursor.close()
 
 
 class _Postgres:
@@ -808,8 +815,7 @@ async def open_store(url: str) -> AsyncIterator[Store]:
     from runtime.checkpoint import open_checkpointer
     path = sqlite_path(url)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    async with open_checkpointer(path) as saver:
-        await saver.setup()
+    async with open_checkpointer(path) as saver:     # the saver has set its tables up
         db = _Sqlite(saver)
         await db.setup(SCHEMA, ADDED_COLUMNS)
         yield Store(db, saver, url)

@@ -19,6 +19,7 @@ from runtime.webhook_runs import WebhookRuns
 from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
                            webhooks)
 from server.services import RunServices
+from server import ui
 from server.uploads import UploadPolicy
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
@@ -83,6 +84,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
     app.state.upload_policy = upload_policy

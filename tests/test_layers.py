@@ -157,3 +157,15 @@ def test_run_does_not_load_the_server(tmp_path):
                            " '--format', 'jsonl', '--query', 'hi']) == 0")
     assert "langgraph" in loaded
     assert not loaded & {"fastapi", "uvicorn", "starlette"}
+
+
+def test_compile_checks_every_template_without_loading_langgraph_or_a_network_client():
+    """`canvas2graph compile` loads every component to check a DSL, and runs none of them: LangGraph,
+    LangChain, the HTTP and HTML libraries are imported where a component runs, not where it is declared."""
+    templates = sorted((REPO / "canvas2graph" / "templates").rglob("*.json"))
+    assert templates
+    code = "import runtime.cli\n" + "\n".join(
+        f"assert runtime.cli.main(['compile', {str(t)!r}, '--default-llm', 'm@OpenAI']) in (0, 1)" for t in templates)
+    loaded = _loaded_after("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()):\n    "
+                           + code.replace("\n", "\n    "))
+    assert not loaded & {"langgraph", "langchain_core", "langsmith", "httpx", "bs4", "fastapi", "markdown_it"}

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from nodes.browser.session import BrowserSession
+from runtime import model_calls
 
 SYSTEM = """\
 You operate a web browser to complete the user's task. After every action you are shown the page: its
@@ -70,7 +71,7 @@ async def browse(model, session: BrowserSession, task: str, max_steps: int, *, s
     history: list = [SystemMessage(system), HumanMessage(f"Task:\n{task}{PAGE_MARK}{page}")]
     latest: ToolMessage | None = None
     for _ in range(max_steps):
-        reply: AIMessage = await bound.ainvoke(history)
+        reply: AIMessage = await model_calls.invoke(bound, history)
         history.append(reply)
         if not reply.tool_calls:
             return _text(reply.content)

@@ -9,14 +9,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # imported in parser(): `canvas2graph compile` loads DocGenerator without rendering
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 _THINKING = re.compile(r"<think>.*?</think>", re.S)
 _DANGLING_THINKING = re.compile(r"<think>.*\Z", re.S)
 
 
 def parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
 
 

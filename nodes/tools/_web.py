@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from urllib.parse import urlsplit
 
-import httpx
 from pydantic import field_validator
 
 from nodes.tool import ToolError, web_chunk
 from runtime.netguard import HostGuard
+
+if TYPE_CHECKING:
+    import httpx
 
 USER_AGENT = "canvas2graph/0.1 (+https://github.com/infiniflow/ragflow canvas runner)"
 TIMEOUT_ENV = "CANVAS2GRAPH_TOOL_TIMEOUT"
@@ -77,6 +79,7 @@ async def request(service: str, method: str, url: str, *, timeout: float, params
     With a `guard` (a URL the DSL or the model chose), every connection, redirects and the proxy
     included, goes through the host guard, and the environment's proxy settings do not apply.
     """
+    import httpx    # here, not at the top: `canvas2graph compile` loads every tool and sends nothing
     secrets = tuple(secrets)
     client_options: dict[str, Any] = {"transport": guard.transport(proxy=proxy)} if guard else {"proxy": proxy}
     try:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from urllib.parse import urljoin, urlsplit
 
-from bs4 import BeautifulSoup, Comment
-from markdownify import markdownify
 from pydantic import field_validator
 
 from nodes.base import Params
@@ -102,6 +100,8 @@ async def fetch(url: str, proxy: str | None, ctx=None):
 
 def convert(html: str, extract_type: str, base_url: str = "") -> str:
     """The page as cleaned HTML, markdown, or its main text; links and images point to absolute URLs."""
+    from bs4 import BeautifulSoup, Comment    # here: `canvas2graph compile` loads the tool without these
+    from markdownify import markdownify
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup.find_all(DROPPED_TAGS):
         tag.decompose()

@@ -17,7 +17,10 @@ from html import unescape
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from bs4 import BeautifulSoup
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup
 from pydantic import Field, field_validator
 
 from nodes.base import Params
@@ -84,6 +87,7 @@ async def web(query: str, top_n: int) -> list[dict]:
     for _ in range(MAX_PAGES):
         response = await request("DuckDuckGo", "POST", url, data=form, timeout=timeout_for(30))
         _refuse_rate_limit(response.status_code)
+        from bs4 import BeautifulSoup     # here: `canvas2graph compile` loads the tool without it
         page = BeautifulSoup(response.text, "html.parser")
         if page.select_one("div.no-results"):
             break

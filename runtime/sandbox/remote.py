@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import httpx
 
 from runtime.sandbox.policy import CodePolicy
 from runtime.sandbox.types import LIMIT_EXCEEDED, Execution
@@ -36,6 +35,7 @@ def request_body(language: str, code: str, arguments: dict[str, Any]) -> dict[st
 
 
 async def run_remote(language: str, code: str, arguments: dict[str, Any], policy: CodePolicy) -> Execution:
+    import httpx    # here, not at the top: `canvas2graph compile` loads CodeExec and sends nothing
     url = run_url(policy.sandbox_url)
     headers = {"Authorization": f"Bearer {policy.sandbox_token}"} if policy.sandbox_token else {}
     wait = policy.timeout + REPLY_MARGIN

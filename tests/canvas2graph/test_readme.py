@@ -27,3 +27,17 @@ def test_the_python_api_example_runs_as_written(tmp_path):
     assert "The customer sees two charges" in done.stdout
     assert "workflow_started " in lines and "node_started begin" in lines and "workflow_finished " in lines
     assert lines[-1] == "2"                             # the second turn continued the thread
+
+
+def test_the_eject_example_runs_as_written(tmp_path):
+    """The README's eject lines, run by the shell in a folder laid out like a fresh clone."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Eject to Python"):]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "fixtures").symlink_to(REPO / "fixtures")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "support_desk.py").read_text(encoding="utf-8").startswith('"""A RAGFlow agent canvas ejected')
+    assert "You were charged twice" in done.stdout

@@ -7,8 +7,7 @@ from runtime.checkpoint import open_checkpointer
 
 
 async def pragma(saver, name: str):
-    async with saver.conn.execute(f"PRAGMA {name}") as cursor:
-        return (await cursor.fetchone())[0]
+    return saver.conn.execute(f"PRAGMA {name}").fetchone()[0]
 
 
 async def test_no_url_means_an_in_memory_checkpointer():

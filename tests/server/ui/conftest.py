@@ -1,0 +1,114 @@
+"""A real `canvas2graph serve` and Debian's Chromium driven by Playwright, for the run inspector's tests.
+
+Screenshots go to tests/artifacts/ui/ (git-ignored; CANVAS2GRAPH_UI_ARTIFACTS moves them): one per page
+the tests visit, and one for each failing test, taken as it failed.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.server.helpers import REPO, Server, make_token
+
+CHROMIUM = os.environ.get("CANVAS2GRAPH_CHROMIUM") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("CANVAS2GRAPH_UI_ARTIFACTS") or REPO / "tests" / "artifacts" / "ui")
+
+# Short answers stream in a few pieces 100 ms apart (long enough to see a component running); LLM:Slow's
+# answer takes about 4 s (40 pieces), long enough to cancel; LLM:Fails's provider fails.
+UI_SCRIPT = {
+    "by_component": {"LLM:Slow": [" ".join(f"word{i}" for i in range(40))],
+                     "LLM:Fails": [{"error": "the provider is down"}]},
+    "auto_reply": "Answer {n} from {component}.",
+    "stream_chunks": 60,
+    "chunk_interval_ms": 100,
+}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(scope="module")
+def ui_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ui")
+    with Server(str(tmp / "server.db"), tmp, UI_SCRIPT) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def alice_token(ui_server):
+    return make_token(ui_server.db, "alice")
+
+
+@pytest.fixture(scope="module")
+def bob_token(ui_server):
+    return make_token(ui_server.db, "bob")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).is_file():
+        reason = f"no Chromium at {CHROMIUM} (Debian's `chromium` package; .ci/run installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+    if ARTIFACTS.is_dir():            # this run's screenshots only
+        for old in ARTIFACTS.glob("*.png"):
+            old.unlink()
+    with sync_playwright() as playwright:
+        # Chromium's own sandbox needs user namespaces, which a root CI container does not give
+        args = ["--no-sandbox"] if os.geteuid() == 0 else []
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
+        yield browser
+        browser.close()
+
+
+class Browsing:
+    """A page in a fresh browser context (its own sessionStorage), with what the page logged."""
+
+    def __init__(self, browser, server, name: str):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(20_000)
+        self.server, self.name = server, name
+        self.errors: list[str] = []         # uncaught exceptions, and anything the CSP refused
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", lambda m: self.errors.append(m.text) if "Content Security Policy" in m.text else None)
+
+    def shot(self, what: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.name}-{what}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def sign_in(self, token: str) -> None:
+        self.page.goto(self.server.url + "/")
+        self.page.get_by_label("API token").fill(token)
+        self.page.get_by_role("button", name="Sign in").click()
+        self.page.get_by_role("heading", name="Agents", exact=True).wait_for()
+
+
+@pytest.fixture
+def browsing(browser, ui_server, request):
+    opened: list[Browsing] = []
+
+    def open_page(suffix: str = "") -> Browsing:
+        b = Browsing(browser, ui_server, request.node.name + suffix)
+        opened.append(b)
+        return b
+
+    yield open_page
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    for b in opened:
+        if failed:
+            try:
+                print(f"screenshot of the failure: {b.shot('failure')}")
+            except Exception as e:      # noqa: BLE001 - the page may be gone; the test's own error matters
+                print(f"no screenshot of the failure: {e}")
+        b.context.close()
