@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,9 @@ from runtime.models import ModelFactory
 from runtime.scripted import Script
 from runtime.session import Runner, TurnRequest
 from tests.conftest import cpn
+from tests.openai_server import OpenAIServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 # a 1x1 PNG
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
@@ -226,3 +233,51 @@ async def test_a_sub_agent_gets_its_task_with_the_turns_files(store):
     assert sub_request["component_id"] == "Agent:A-->Reader"
     user = last_user(sub_request)
     assert user["content"] == "read it\n\n" + NOTE_TEXT and len(user["images"]) == 1
+
+
+# --- end to end: `canvas2graph run --file`, the scripted model, a provider over HTTP ------------------------
+def cli(tmp_path: Path, dsl: dict, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    (tmp_path / "agent.json").write_text(json.dumps(dsl))
+    base = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("CANVAS2GRAPH_")}
+    base.update({"PYTHONPATH": str(REPO), "CANVAS2GRAPH_FILES_DIR": str(tmp_path / "files"), **(env or {})})
+    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, env=base, capture_output=True,
+                          text=True, timeout=120)
+
+
+def uploads(tmp_path: Path) -> list[str]:
+    (tmp_path / "note.txt").write_bytes(NOTE)
+    (tmp_path / "photo.png").write_bytes(PNG)
+    return ["--file", str(tmp_path / "photo.png"), "--file", str(tmp_path / "note.txt")]
+
+
+def test_run_with_files_and_a_scripted_model_and_the_trace_shows_what_the_model_got(tmp_path):
+    (tmp_path / "script.json").write_text(json.dumps({"auto_reply": "Friday."}))
+    session = ["--session", "s1", "--db", str(tmp_path / "s.db")]
+    done = cli(tmp_path, canvas(), "run", str(tmp_path / "agent.json"), "--query", "When?", "--format", "jsonl",
+               "--llm-script", str(tmp_path / "script.json"), *session, *uploads(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["data"]["outputs"]["content"] == "Friday."
+    traced = cli(tmp_path, canvas(), "trace", *session, "--dsl", str(tmp_path / "agent.json"))
+    assert traced.returncode == 0, traced.stderr
+    [step] = [s for s in json.loads(traced.stdout)["turns"][0]["steps"] if s["component_id"] == "LLM:A"]
+    # the trace keeps each image as its type and size, not its bytes
+    uri = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert step["messages"] == [{"role": "user", "content": "When?\n\n" + NOTE_TEXT,
+                                 "images": [f"data:image/png;base64,… ({len(uri)} characters)"]}]
+
+
+@pytest.mark.parametrize("component, message", [("LLM", True), ("LLM", False), ("Agent", True)],
+                         ids=["llm-streamed", "llm-blocking", "agent-streamed"])
+def test_langchain_openai_sends_the_text_and_the_image_part_to_the_provider(tmp_path, component, message):
+    dsl = canvas(component, message=message, llm_id="my-vision@OpenAI-API-Compatible")
+    with OpenAIServer(["A cat on Friday."]) as server:
+        env = {"OPENAI_API_COMPATIBLE_BASE_URL": server.url, "OPENAI_API_COMPATIBLE_API_KEY": "sk-local"}
+        done = cli(tmp_path, dsl, "run", str(tmp_path / "agent.json"), "--query", "What is this?", "--format",
+                   "jsonl", "--db", str(tmp_path / "s.db"), *uploads(tmp_path), env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["data"]["outputs"]["content"] == "A cat on Friday."
+    [request] = server.requests
+    [user] = [m for m in request["body"]["messages"] if m["role"] == "user"]
+    text, image = user["content"]
+    assert text == {"type": "text", "text": "What is this?\n\n" + NOTE_TEXT}
+    assert image["type"] == "image_url" and decoded(image["image_url"]["url"]) == ("image/png", PNG)
