@@ -19,7 +19,7 @@ from compiler.model import ComponentEntry
 from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Result
 from nodes.errors import classify
-from nodes.llm import (LLM, AnswerText, LLMParams, check_last_message, for_trace, merge_think_blocks,
+from nodes.llm import (LLM, AnswerText, LLMParams, check_last_message, merge_think_blocks,
                        parse_json_answer, report_usage, stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
@@ -217,7 +217,7 @@ class Agent(LLM):
         sink["answer"] (the content of an Agent that does not stream)."""
         from langchain_core.messages import HumanMessage, ToolMessage   # here: `compile` needs no LangChain
         model = self._model(ctx)
-        calls.prompt(self.id, for_trace(messages))
+        calls.prompt(self.id, messages)
         history = to_langchain(messages)
         for _ in range(self.params.max_rounds + 1):
             reply = None

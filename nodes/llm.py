@@ -192,14 +192,6 @@ def attach_files(messages: list[dict[str, Any]], texts: list[str], images: list[
     return messages
 
 
-def for_trace(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as a trace keeps them: each image as its type and size, not its bytes."""
-    if not any(m.get("images") for m in messages):
-        return messages
-    return [{**m, "images": [f"{u.split(',', 1)[0]},… ({len(u):,} characters)" for u in m["images"]]}
-            if m.get("images") else m for m in messages]
-
-
 def text_of(content: Any) -> str:
     """A chunk's or message's text, whether content is a string or a list of blocks."""
     if isinstance(content, str):
@@ -345,7 +337,7 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
                    gen_conf: Mapping[str, Any] | None = None) -> str:
     """A blocking call; the reasoning is kept out of the answer, as RAGFlow's LLM output is."""
     model = ctx.models.chat_model(llm_id, component_id=component_id, gen_conf=gen_conf)
-    calls.prompt(component_id, for_trace(messages))
+    calls.prompt(component_id, messages)
     try:
         message = await model_calls.invoke(model, to_langchain(messages))
     except ModelConfigError:
