@@ -31,6 +31,7 @@ _STRIPPED_BLOCKS = re.compile(
     r"<(TASK_ANALYSIS|PLAN_GENERATION|REFLECTION|CONTEXT_SUMMARY|CONTEXT_RANKING|CITATION_GUIDELINES)>.*?</\1>",
     re.DOTALL)
 _THINK_SPLIT = re.compile(r"(<think>|</think>)")
+_THOUGHTS_DROPPED = re.compile(r"(User's query:|[\\]+)", re.DOTALL)
 SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens")
 
 
@@ -430,6 +431,7 @@ class LLM(Node):
                 last = self.build_messages(state)[-1]["content"]
         except Exception:
             last = ""
+        last = _THOUGHTS_DROPPED.sub("", last)       # as RAGFlow shows it: no "User's query:", no backslashes
         return f"⌛Give me a moment—starting from: \n\n{last}\n\nI’ll figure out our best next move."
 
     async def run(self, state, ctx) -> Result:

@@ -34,6 +34,8 @@ async def test_the_model_gets_what_ragflow_sends_it(name):
     events = [e async for e in runner.run_turn("s", TurnRequest(query=case["query"], files=case["sys_files"]))]
     assert events[-1]["event"] == "workflow_finished"
     assert not [e for e in events if e["event"] == "node_finished" and e["data"].get("error")]
+    assert {e["data"]["component_id"]: e["data"]["thoughts"] for e in events
+            if e["event"] == "node_started" and e["data"].get("thoughts")} == case["thoughts"]
     images = [f for f in case["sys_files"] if f.startswith("data:image/")]
     assert case["recorded"] and len(script.requests) >= len(case["recorded"])
     for recorded, sent in zip(case["recorded"], script.requests):

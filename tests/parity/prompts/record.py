@@ -7,7 +7,8 @@ A case is `{"description", "dsl", "query", "sys_files", "script"}`. `sys_files` 
 as RAGFlow's canvas holds it once parsed (a text per document, a data URI per image): the oracle cannot
 take an upload (`FileService` needs RAGFlow's database), so the case starts from a saved canvas whose
 globals already hold them (a `--continue` run: no reset). What the model was sent goes to `recorded`:
-each call's component and messages, as the oracle's `--llm-log` lists them.
+each call's component and messages, as the oracle's `--llm-log` lists them; `thoughts` keeps what each
+component's `node_started` showed (RAGFlow's thoughts start from the last message sent).
 """
 import json
 import os
@@ -31,6 +32,8 @@ def record(oracle, path):
     assert finished and not any(e["event"] == "node_finished" and e["data"].get("error") for e in events), events
     calls = oracle.fake_llm.SCRIPT.calls
     case["recorded"] = [{"component_id": c["component_id"], "messages": c["messages"]} for c in calls]
+    case["thoughts"] = {e["data"]["component_id"]: e["data"]["thoughts"] for e in events
+                        if e["event"] == "node_started" and e["data"].get("thoughts")}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(case, f, ensure_ascii=False, indent=1)
         f.write("\n")
