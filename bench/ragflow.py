@@ -101,7 +101,45 @@ async def postgres_turns(cases: list[str], reps: int, warmup: int) -> dict[str, 
     return results
 
 
-def summary(driver: dict, postgres: dict) -> list[str]:
+async def langgraph_floor(nodes: int, reps: int, warmup: int) -> dict:
+    """What LangGraph itself costs per node: a chain of async nodes that do nothing, streamed the way the
+    Runner streams (`tasks` and `custom`, v2, in-memory checkpointer, `durability="sync"`). No compiler
+    to LangGraph can run a node for less; compare it with RAGFlow's per-node figures."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from runtime.events import STREAM_MODES
+    from runtime.session import DURABILITY
+
+    class State(TypedDict, total=False):
+        x: int
+
+    async def step(state: State) -> State:
+        return {"x": state.get("x", 0) + 1}
+
+    builder = StateGraph(State)
+    previous = START
+    for i in range(nodes):
+        builder.add_node(f"n{i}", step)
+        builder.add_edge(previous, f"n{i}")
+        previous = f"n{i}"
+    builder.add_edge(previous, END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    cpu = []
+    for i in range(warmup + reps):
+        gc.collect(1)
+        c0 = time.process_time()
+        async for _ in graph.astream({"x": 0}, {"configurable": {"thread_id": f"floor-{i}"}}, stream_mode=STREAM_MODES,
+                                     version="v2", durability=DURABILITY):
+            pass
+        if i >= warmup:
+            cpu.append((time.process_time() - c0) * 1e3)
+    return {"nodes": nodes, "cpu_per_node_ms": statistics.median(cpu) / nodes}
+
+
+def summary(driver: dict, postgres: dict, floor: dict | None = None) -> list[str]:
     """Per case: CPU ms per node of each engine and the ratios, both measures."""
     lines = ["", "## canvas2graph / RAGFlow, CPU per node (median of per-round ratios; PostgreSQL: ratio of medians)", "",
              "| case | ran | RAGFlow run | c2g memory run | ratio | c2g SQLite run | ratio | RAGFlow turn | c2g memory turn "
@@ -117,6 +155,9 @@ def summary(driver: dict, postgres: dict) -> list[str]:
             f"| {mem['cpu_run_ratio_paired']:.2f} | {sq['cpu_run_per_node_ms']:.3f} | {sq['cpu_run_ratio_paired']:.2f} "
             f"| {rf['cpu_turn_per_node_ms']:.3f} | {mem['cpu_turn_per_node_ms']:.3f} | {mem['cpu_turn_ratio_paired']:.2f} "
             f"| {sq['cpu_turn_per_node_ms']:.3f} | {sq['cpu_turn_ratio_paired']:.2f} | {pg_cells} |")
+    if floor:
+        lines.append(f"\nLangGraph's floor: {floor['cpu_per_node_ms']:.3f} ms CPU per node ({floor['nodes']} nodes that do "
+                     "nothing, streamed as the Runner streams, in memory)")
     if "unavailable" in postgres:
         lines.append(f"\nPostgreSQL: not measured ({postgres['unavailable']})")
     return lines
@@ -133,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.ragflow: {reason}", file=sys.stderr)
         return 2
     result = measure(args.cases, quick=args.quick)
-    print("\n".join(summary(result["driver"], result["postgres"])))
+    print("\n".join(summary(result["driver"], result["postgres"], result["floor"])))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
@@ -144,7 +185,8 @@ def measure(cases: str, *, quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         driver = run_driver(cases, reps, warmup, ttft, Path(tmp) / "driver.json")
     postgres = asyncio.run(postgres_turns(cases.split(","), reps, warmup))
-    return {"driver": driver, "postgres": postgres}
+    floor = asyncio.run(langgraph_floor(50, reps, warmup))
+    return {"driver": driver, "postgres": postgres, "floor": floor}
 
 
 if __name__ == "__main__":

@@ -166,6 +166,21 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
+def _rss_mb(pid: int) -> float:
+    """A process's resident memory (VmRSS), MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _db_mb(db: str) -> float | None:
+    """The SQLite database's size with its WAL, MB (None for PostgreSQL)."""
+    if db.startswith("postgres"):
+        return None
+    return sum(Path(db + suffix).stat().st_size for suffix in ("", "-wal") if Path(db + suffix).exists()) / 2**20
+
+
 def _free_port() -> int:
     import socket
     with socket.socket() as s:
@@ -203,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.2)
         agent = httpx.post(url + "/api/v1/agents", json={"title": f"load-{port}", "dsl": DSL},
                            headers={"Authorization": f"Bearer {token}"}).json()["data"]["id"]
+        rss_before = _rss_mb(server.pid)
         shares = [args.conversations // args.clients + (i < args.conversations % args.clients) for i in range(args.clients)]
         began = time.monotonic()
         procs = [subprocess.Popen([sys.executable, "-m", "bench.server_load", "--client", "--url", url, "--token", token,
@@ -210,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
                                   cwd=REPO, env=env, stdout=subprocess.PIPE, text=True) for n in shares if n]
         outputs = [json.loads(p.communicate()[0]) for p in procs]
         wall = time.monotonic() - began
+        time.sleep(1)                       # the server finishes its last turns' bookkeeping
+        rss_after = _rss_mb(server.pid)
+        db_mb = _db_mb(db)
     finally:
         server.terminate()
         server.wait(30)
@@ -225,6 +244,9 @@ def run(args: argparse.Namespace) -> int:
         "token_delay_ms": {"p50": _percentile(delays, 50), "p90": _percentile(delays, 90), "p99": p99,
                            "max": max(delays)} if delays else None,
         "first_token_ms": {"p50": _percentile(starts, 50), "p99": _percentile(starts, 99)} if starts else None,
+        "server_rss_mb": {"before": rss_before, "after": rss_after},
+        "idle_session_kb": {"server_memory": (rss_after - rss_before) * 1024 / args.conversations,
+                            "database": db_mb * 1024 / args.conversations if db_mb is not None else None},
         "wall_s": wall, "machine": f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores",
         "pass": not errors and p99 < args.p99_limit_ms,
     }
@@ -237,6 +259,10 @@ def run(args: argparse.Namespace) -> int:
               f"max {d['max']:.1f} ms over {len(delays)} tokens")
         f = result["first_token_ms"]
         print(f"first token after the request: p50 {f['p50']:.0f} ms, p99 {f['p99']:.0f} ms")
+    idle = result["idle_session_kb"]
+    print(f"server RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after ({idle['server_memory']:.1f} KB per stored "
+          f"idle session, which the server keeps nothing of but what its allocator holds on to)"
+          + (f"; the database holds {idle['database']:.1f} KB per session" if idle["database"] is not None else ""))
     print("PASS" if result["pass"] else f"FAIL (needs zero errors and p99 < {args.p99_limit_ms} ms)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

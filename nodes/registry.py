@@ -6,6 +6,7 @@ outputs it declares (so the compiler can check references to them).
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -48,14 +49,32 @@ def lookup(name: str) -> ComponentSpec | None:
 
 
 _loaded = False
+_loading = False
+_lock = threading.RLock()
 
 
 def _load_families() -> None:
-    """Import every family module once so their @register calls run."""
-    global _loaded
+    """Import every family module once so their @register calls run.
+
+    Several threads may ask at once (a server compiles agents in worker threads): the others wait
+    until every family is registered, or the first would see half a registry ("unknown component").
+    A family module that asks while it is being imported (same thread) gets what is there so far.
+    """
+    global _loaded, _loading
     if _loaded:
         return
-    _loaded = True
+    with _lock:
+        if _loaded or _loading:
+            return
+        _loading = True
+        try:
+            _import_families()
+        finally:
+            _loading = False
+        _loaded = True
+
+
+def _import_families() -> None:
     import nodes.begin  # noqa: F401
     import nodes.message  # noqa: F401
     import nodes.llm  # noqa: F401

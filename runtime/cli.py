@@ -333,7 +333,7 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="compile, run, index, export, serve or tokens; COMMAND --help says more")
+                           help="compile, run, trace, index, export, serve or tokens; COMMAND --help says more")
 
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
     c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")

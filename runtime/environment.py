@@ -221,7 +221,7 @@ def resolve_context(runtime: Any, components: Mapping[str, Any] | None = None) -
     """The context of the run `runtime` belongs to (LangGraph's `Runtime` a node receives).
 
     A complete context (with models) is used as given. Otherwise the run gets its own context from the
-    default environment, keeping what the given one names (its script, session id and services)."""
+    default environment, keeping what the given one names (its script, session id, services and a fork's overrides)."""
     given = getattr(runtime, "context", None)
     if isinstance(given, RunContext) and given.models is not None:
         return given
@@ -241,7 +241,8 @@ def resolve_context(runtime: Any, components: Mapping[str, Any] | None = None) -
                 made = replace(made, models=ModelFactory(script=script, config_path=env.settings.models_config),
                                script=script)
             made = replace(made, session_id=given.session_id or made.session_id,
-                           services={**made.services, **given.services}, cancel_requested=given.cancel_requested)
+                           services={**made.services, **given.services}, cancel_requested=given.cancel_requested,
+                           overrides=given.overrides)      # a fork's edits (runtime/trace.py)
         return made
 
     control = getattr(runtime, "control", None)

@@ -117,7 +117,6 @@ class _Builder:
         self.nodes = canvas.node_by_name() if canvas is not None else {}
         self.turns: list[dict] = []
         self.run_key: Any = object()
-        self.calls: dict[str, dict] = {}        # component id -> its calls recorded in this turn (by any step)
         self.by_component: dict[str, dict] = {}     # component id -> its last step in this turn
 
     def node(self, name: str):
@@ -126,23 +125,12 @@ class _Builder:
         return self.nodes.get(name)
 
     def open_turn(self, key: Any, snapshot, message_id: str | None) -> dict:
-        self.finish_turn()
         self.run_key = key
         turn = {"turn": len(self.turns) + 1, "query": "", "status": "running", "message_id": message_id,
                 "started_at": _timestamp(snapshot.created_at), "steps": []}
         self.turns.append(turn)
-        self.calls, self.by_component = {}, {}
+        self.by_component = {}
         return turn
-
-    def finish_turn(self) -> None:
-        """Attach the calls recorded in later steps (a Message streaming an LLM) to their components."""
-        for cid, record in self.calls.items():
-            step = self.by_component.get(cid)
-            if step is None:
-                continue
-            for key in ("messages", "usage", "tool_calls"):
-                if key in record and key not in step:
-                    step[key] = record[key]
 
     def add_step(self, turn: dict, snapshot, task, node, *, paused: bool = False) -> dict:
         result = {} if paused else _result(task)
@@ -172,13 +160,25 @@ class _Builder:
                 other = self.by_component[cid]
                 other["outputs"] = {**other["outputs"], **values}
                 other["elapsed"] = other["outputs"].get("_elapsed_time", other["elapsed"])
+        # what the step asked of models and tools: its own calls, or a producer's (a Message streaming an LLM)
         for cid, record in (last.get("calls") or {}).items():
-            merged = self.calls.setdefault(cid, {})
-            for key, value in record.items():
-                merged.setdefault(key, value)
+            target = step if cid == node.id else self.by_component.get(cid)
+            if target is not None:
+                _add_calls(target, record)
         turn["steps"].append(step)
         self.by_component[node.id] = step
         return step
+
+
+def _add_calls(step: dict, record: dict) -> None:
+    """A step's record of model and tool calls (runtime/calls.py), added to what the step has."""
+    for key, value in record.items():
+        if key == "usage" and "usage" in step:
+            step["usage"] = {k: step["usage"].get(k, 0) + value.get(k, 0) for k in {**step["usage"], **value}}
+        elif key == "tool_calls" and "tool_calls" in step:
+            step["tool_calls"] = step["tool_calls"] + value
+        else:
+            step.setdefault(key, value)
 
 
 def _query(snapshot, turn: dict) -> None:
@@ -199,14 +199,15 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
         metadata = snapshot.metadata or {}
         child = chain[index + 1] if index + 1 < len(chain) else None
         child_meta = (child.metadata or {}) if child is not None else {}
-        if child_meta.get("source") == "fork" and child_meta.get(MESSAGE_ID):
+        if child_meta.get("source") == "fork" and child_meta.get("step") == metadata.get("step", -2) + 1:
             continue                # a fork ran this checkpoint's tasks again: the branch has the new run's
-        # (a fork without a message id is a copy of a checkpoint, made beside it: this one's tasks did run)
+        # (LangGraph's time travel saves the fork one step after the checkpoint it runs again; a "__copy__"
+        # of a checkpoint is made beside it, two steps after its parent, whose tasks did run)
         # the run that ran this checkpoint's tasks made the next checkpoint (a paused or stopped one: this one)
         run_meta = child_meta if child_meta.get("source") == "loop" else metadata
         message_id = run_meta.get(MESSAGE_ID) or metadata.get(MESSAGE_ID)
-        if metadata.get("source") == "input" and not metadata.get(MESSAGE_ID):
-            counter += 1
+        if metadata.get("source") in ("input", "fork") and not metadata.get(MESSAGE_ID):
+            counter += 1            # without message ids, a run starts at an input or a fork
         key = message_id or ("run", counter)
         ran = [t for t in snapshot.tasks if t.result is not None or t.error is not None or t.interrupts]
         if not ran:
@@ -233,7 +234,6 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
             if task.name == FINISH or node is None:
                 continue
             builder.add_step(turn, snapshot, task, node)
-    builder.finish_turn()
     _statuses(builder.turns, chain, history)
     return builder.turns
 

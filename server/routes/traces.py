@@ -2,7 +2,8 @@
 
 Everything is read from the session's LangGraph checkpoints (runtime/trace.py): no log is kept aside.
 A fork runs through the same turn machinery as a completion (one turn per session at a time, the
-message log, cancellation) and answers the same way: RAGFlow's SSE, or the final JSON reply.
+message log, cancellation) and answers the same way: RAGFlow's SSE, or the final JSON reply. Errors carry
+RAGFlow's code and their HTTP status (404 not found, 400 a request that does not fit, 409 a busy session).
 """
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from server.errors import ApiError, argument_error, not_found, ok
 from server.routes.agents import owned_agent, store
 from server.turns import answer, diagnostics_error, start_turn
 
-router = APIRouter(prefix="/api/v1", tags=["traces"])
+def http_status(request: Request) -> None:
+    """Errors of these routes carry their HTTP status besides RAGFlow's code: 404 for a session, agent or
+    message that is not the tenant's (another tenant's answers as an unknown one), 400 for a request that
+    does not fit (a web UI reads the status first)."""
+    request.state.http_status = True
+
+
+router = APIRouter(prefix="/api/v1", tags=["traces"], dependencies=[Depends(http_status)])
 
 
 # --- reply models (what OpenAPI shows) ------------------------------------------------------------

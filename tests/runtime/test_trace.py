@@ -279,6 +279,15 @@ def test_the_public_facade_traces_a_graph_run_with_langgraphs_own_calls():
     assert turns[0]["message_id"] is None and turns[0]["query"] == "tea"
     assert ids(turns[0]) == ["begin", "LLM:Draft", "UserFillUp:Ask", "Message:Out"]
     assert turns[0]["steps"][2]["outputs"]["feedback"] == "ok" and "form" in turns[0]["steps"][2]
+    # a fork with LangGraph's own call: the checkpoint the step ran from, and the edit in the run's context
+    draft = turns[0]["steps"][1]
+    edited = RunContext(script=Script.load({"auto_reply": "Draft"}),
+                        overrides={"LLM:Draft": {"inputs": {"sys.query": "coffee"}}})
+    graph.invoke(None, {"configurable": {"thread_id": "t1", "checkpoint_id": draft["checkpoint_id"]}}, context=edited)
+    first, fork = canvas2graph.trace(graph, cfg)
+    assert ids(first) == ["begin"] and fork["fork_of"] == 1 and fork["status"] == "paused"
+    assert ids(fork) == ["LLM:Draft", "UserFillUp:Ask"]
+    assert fork["steps"][0]["messages"] == [{"role": "user", "content": "Slogan: coffee"}]
 
 
 async def test_the_async_facade_is_the_same_trace():

@@ -101,8 +101,8 @@ def test_the_trace_lists_every_step_of_both_turns(served):
 
 
 def refused_as_unknown(theirs, unused) -> bool:
-    """Another tenant's id is answered exactly as an id nobody uses: RAGFlow's "not found" (code 102)."""
-    return (theirs.status_code == unused.status_code and theirs.json()["code"] == unused.json()["code"] == 102
+    """Another tenant's id is answered exactly as an id nobody uses: 404, RAGFlow's "not found" (code 102)."""
+    return (theirs.status_code == unused.status_code == 404 and theirs.json()["code"] == unused.json()["code"] == 102
             and "not found" in theirs.json()["message"] and "not found" in unused.json()["message"])
 
 

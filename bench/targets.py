@@ -1,0 +1,204 @@
+"""Every speed and memory target in one command, each with its measured figure and whether it is met.
+
+    python -m bench.targets                  # the full run, about 12 min on 2 cores: run it alone on the machine
+    python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 3 min)
+    python -m bench.targets --json out.json  # also write every figure
+    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server
+
+The parts, each a benchmark of its own that this command runs and reads:
+- `ragflow`: `python -m bench.ragflow`, RAGFlow's own engine side by side (needs `../shared/oracle` set up),
+  with LangGraph's floor: a chain of nodes that do nothing, streamed as canvas2graph streams;
+- `handwritten`: `python -m bench.run`, the same graphs written by hand in plain LangGraph;
+- `cli`: whole processes: `--help`, `compile` of a shipped template, and one `run` turn of the 10-LLM chain
+  against RAGFlow's engine run the same way (`../shared/oracle/perf/cold.py`);
+- `server`: `python -m bench.server_load`, concurrent streaming conversations against one `serve` process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):          # `python bench/targets.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import ragflow              # noqa: E402  (after the path fix above)
+
+REPO = Path(__file__).resolve().parent.parent
+PARTS = ("ragflow", "handwritten", "cli", "server")
+TEMPLATE = REPO / "canvas2graph" / "templates" / "ragflow" / "cajal_scientific_paper_agent.json"
+
+
+class Row:
+    """One target: what is measured, the figure, the goal and whether it is met."""
+
+    def __init__(self, target: str, measured: str, goal: str, met: bool | None):
+        self.target, self.measured, self.goal, self.met = target, measured, goal, met
+
+    def cells(self) -> str:
+        verdict = "-" if self.met is None else "met" if self.met else "NOT MET"
+        return f"| {self.target} | {self.measured} | {self.goal} | {verdict} |"
+
+
+def _json_of(cmd: list[str], out: Path, **kwargs: Any) -> dict:
+    subprocess.run(cmd, cwd=REPO, check=False, **kwargs)
+    return json.loads(out.read_text()) if out.exists() else {}
+
+
+def ragflow_rows(result: dict) -> list[Row]:
+    rows: list[Row] = []
+    driver, postgres, floor = result["driver"], result["postgres"], result.get("floor") or {}
+    cases = driver["rows"]
+    for measure, key, label in (("run", "cpu_run_ratio_paired", "engine run"), ("turn", "cpu_turn_ratio_paired", "whole turn")):
+        memory = {r["case"]: r["c2g-memory"][key] for r in cases}
+        sqlite = {r["case"]: r["c2g-sqlite"][key] for r in cases}
+        worst_m, worst_s = max(memory, key=memory.get), max(sqlite, key=sqlite.get)
+        rows.append(Row(f"in memory / RAGFlow, CPU per node, {label}, every case",
+                        f"max {memory[worst_m]:.2f} ({worst_m}); " + ", ".join(f"{c} {v:.2f}" for c, v in memory.items()),
+                        "<= 1.0", memory[worst_m] <= 1.0))
+        rows.append(Row(f"SQLite / RAGFlow, CPU per node, {label}, every case",
+                        f"max {sqlite[worst_s]:.2f} ({worst_s}); " + ", ".join(f"{c} {v:.2f}" for c, v in sqlite.items()),
+                        "<= 1.3", sqlite[worst_s] <= 1.3))
+    if "unavailable" not in postgres:
+        pg = {r["case"]: postgres[r["case"]]["cpu_turn_per_node_ms"] / r["ragflow"]["cpu_turn_per_node_ms"]
+              for r in cases if r["case"] in postgres}
+        rows.append(Row("PostgreSQL / RAGFlow, CPU per node, whole turn (beside the SQLite figures)",
+                        ", ".join(f"{c} {v:.2f}" for c, v in pg.items()), "stated", None))
+    if floor:
+        per_case = {r["case"]: floor["cpu_per_node_ms"] / r["ragflow"]["cpu_run_per_node_ms"] for r in cases}
+        rows.append(Row("LangGraph's floor (no-op nodes, streamed as canvas2graph streams) / RAGFlow engine run",
+                        f"{floor['cpu_per_node_ms']:.3f} ms per node; " + ", ".join(f"{c} {v:.2f}" for c, v in per_case.items()),
+                        "context", None))
+    for engine in ("c2g-memory", "c2g-sqlite"):
+        ttft = driver["ttft"][engine]["chunk_to_first_model_message_ms"]
+        rows.append(Row(f"first model chunk -> first `message` event ({engine[4:]})",
+                        f"{ttft:.3f} ms (RAGFlow {driver['ttft']['ragflow']['chunk_to_first_model_message_ms']:.3f})",
+                        "<= 0.1 ms", ttft <= 0.1))
+    rss = driver.get("rss_end") or {}
+    if rss.get("ragflow", {}).get("ok") and rss.get("c2g", {}).get("ok"):
+        rows.append(Row("worker memory after every case (RSS)",
+                        f"canvas2graph {rss['c2g']['rss_mb']:.0f} MB, RAGFlow {rss['ragflow']['rss_mb']:.0f} MB",
+                        "<= RAGFlow", rss["c2g"]["rss_mb"] <= rss["ragflow"]["rss_mb"]))
+    return rows
+
+
+def handwritten_rows(data: dict) -> list[Row]:
+    runs = {r["case"]: r["ratio"] for r in data.get("run", [])}
+    containers = {r["case"]: r["ratio"] for r in data.get("containers", [])}
+    everything = {**runs, **containers}
+    if not everything:
+        return [Row("canvas2graph / hand-written LangGraph", "not measured (bench.run failed)", "<= 1.2", False)]
+    worst = max(everything, key=everything.get)
+    return [Row("canvas2graph / hand-written LangGraph, per turn, every case",
+                f"max {everything[worst]:.2f} ({worst}); " + ", ".join(f"{c} {v:.2f}" for c, v in everything.items()),
+                "<= 1.2", everything[worst] <= 1.2)]
+
+
+def _wall(cmd: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def cli_rows(quick: bool) -> tuple[list[Row], dict]:
+    runs = 3 if quick else 7
+    exe = [sys.executable, "-m", "runtime.cli"]
+    help_s = _wall(exe + ["--help"], runs)
+    compile_s = _wall(exe + ["compile", str(TEMPLATE)], runs)
+    rows = [Row("`canvas2graph --help`, whole process (median wall)", f"{help_s:.2f} s", "< 0.5 s", help_s < 0.5),
+            Row(f"`canvas2graph compile {TEMPLATE.name}`, whole process", f"{compile_s:.2f} s", "< 0.5 s", compile_s < 0.5)]
+    figures: dict[str, Any] = {"help_s": help_s, "compile_s": compile_s}
+    if ragflow.missing() is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "cold.json"
+            cold = _json_of([sys.executable, str(ragflow.PERF / "cold.py"), "--cases", "llm10", "--runs", str(runs),
+                             "--json", str(out), "--project", str(REPO)], out,
+                            env={**os.environ, "C2G_PY": sys.executable})
+        figures["cold"] = cold
+        ratio = _cold_ratio(cold)
+        rows.append(Row("one `run` turn of the 10-LLM chain, whole process / RAGFlow's",
+                        f"{ratio['wall']:.2f} wall, {ratio['cpu']:.2f} CPU" if ratio else "not measured",
+                        "<= 1.0", bool(ratio) and ratio["wall"] <= 1.0))
+    return rows, figures
+
+
+def _cold_ratio(cold: dict) -> dict | None:
+    """Median wall and CPU of canvas2graph's process over RAGFlow's, from cold.py's JSON."""
+    try:
+        case = cold["cases"]["llm10"] if "cases" in cold else cold["llm10"]
+        c2g, rf = case["c2g"], case["ragflow"]
+        med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+        return {"wall": med(c2g, "wall_s") / med(rf, "wall_s"), "cpu": med(c2g, "cpu_s") / med(rf, "cpu_s")}
+    except (KeyError, TypeError, statistics.StatisticsError):
+        return None
+
+
+def server_rows(quick: bool) -> tuple[list[Row], dict]:
+    conversations = 200 if quick else 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "server.json"
+        data = _json_of([sys.executable, "-m", "bench.server_load", "--conversations", str(conversations),
+                         "--json", str(out)], out)
+    if not data:
+        return [Row(f"`serve`: {conversations} concurrent streams", "not measured (bench.server_load failed)", "", False)], {}
+    delay = (data.get("token_delay_ms") or {}).get("p99", float("inf"))
+    idle = data["idle_session_kb"]
+    return [Row(f"`serve`: {conversations} concurrent streaming conversations, errors", str(data["errors"]), "0",
+                data["errors"] == 0),
+            Row(f"`serve`: {conversations} concurrent streams, p99 token delay", f"{delay:.1f} ms", "< 50 ms", delay < 50),
+            Row("memory per idle stored session", f"server {idle['server_memory']:.0f} KB (allocator growth, nothing "
+                f"is kept per session); SQLite {idle['database'] or 0:.0f} KB on disk", "stated", None)], data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.targets", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few repetitions: a smoke run, noisy figures")
+    ap.add_argument("--skip", default="", help=f"comma-separated parts to leave out: {', '.join(PARTS)}")
+    ap.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    args = ap.parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    rows: list[Row] = []
+    figures: dict[str, Any] = {}
+    started = time.perf_counter()
+    if "ragflow" not in skip:
+        reason = ragflow.missing()
+        if reason:
+            rows.append(Row("against RAGFlow's engine", f"not measured: {reason}", "", None))
+        else:
+            result = ragflow.measure(ragflow.CASES, quick=args.quick)
+            print("\n".join(ragflow.summary(result["driver"], result["postgres"], result["floor"])), flush=True)
+            rows += ragflow_rows(result)
+            figures["ragflow"] = result
+    if "handwritten" not in skip:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run.json"
+            data = _json_of([sys.executable, "-m", "bench.run", "--json", str(out)] + (["--quick"] if args.quick else []), out)
+        rows += handwritten_rows(data)
+        figures["handwritten"] = data
+    if "cli" not in skip:
+        cli, figures["cli"] = cli_rows(args.quick)
+        rows += cli
+    if "server" not in skip:
+        server, figures["server"] = server_rows(args.quick)
+        rows += server
+    print(f"\n## Targets ({'quick run, noisy; ' if args.quick else ''}{time.perf_counter() - started:.0f} s)\n")
+    print("| target | measured | goal | |\n|---|---|---|---|")
+    print("\n".join(r.cells() for r in rows))
+    if args.json:
+        figures["targets"] = [vars(r) for r in rows]
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
