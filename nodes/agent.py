@@ -19,8 +19,8 @@ from compiler.model import ComponentEntry
 from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Result
 from nodes.errors import classify
-from nodes.llm import (LLM, AnswerText, LLMParams, merge_think_blocks, parse_json_answer, report_usage,
-                       stream_pieces, text_of, to_langchain)
+from nodes.llm import (LLM, AnswerText, LLMParams, check_last_message, merge_think_blocks,
+                       parse_json_answer, report_usage, stream_pieces, text_of, to_langchain)
 from nodes.prompts import citation_pass, citation_rules, force_json, full_question
 from nodes.registry import KNOWN_ELSEWHERE, lookup, register
 from runtime import calls, model_calls
@@ -110,8 +110,7 @@ class Agent(LLM):
 
     async def run(self, state, ctx) -> Result:
         messages = self.build_messages(state)
-        if not messages or not messages[-1]["content"].strip():
-            raise ValueError("the last message sent to the model is empty")
+        check_last_message(messages)
         inputs = ref_values(self.all_refs(), state)
         if self.streams:        # the downstream Message runs the loop and streams it (SPEC 5.7)
             default = self.params.exception_default_value if self.params.exception_method == "comment" else None
@@ -164,7 +163,8 @@ class Agent(LLM):
             return
         messages = list(pending["messages"])
         if len(messages) > 3:
-            messages[-1] = {"role": "user", "content": await self._full_question(messages, ctx)}
+            # the rewritten question replaces the last message's text; its images stay with it
+            messages[-1] = {**messages[-1], "role": "user", "content": await self._full_question(messages, ctx)}
         before = (state or {}).get(REFERENCE) if state is not None else None
 
         def store() -> dict:
@@ -300,11 +300,9 @@ class Agent(LLM):
         prompt = str(args.get("user_prompt") or "")
         if args.get("reasoning") or args.get("context"):
             prompt = f"\nREASONING:\n{args.get('reasoning', '')}\n\nCONTEXT:\n{args.get('context', '')}\n\nQUERY:\n{prompt}\n"
-        messages = self.build_messages(state) if state is not None else []
-        if messages and messages[-1]["role"] == "user":
-            messages[-1] = {"role": "user", "content": prompt}
-        else:
-            messages.append({"role": "user", "content": prompt})
+        # RAGFlow replaces the sub-agent's prompts with the task; the turn's files are added as for any call
+        messages = (self.build_messages(state, task=prompt) if state is not None
+                    else [{"role": "user", "content": prompt}])
         sink: dict[str, Any] = {}
         if not self.tools:
             from nodes.llm import complete

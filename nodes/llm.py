@@ -16,21 +16,22 @@ import json_repair
 from pydantic import Field, field_validator
 
 from compiler.refs import Template
-from nodes.base import Node, Params, Result, stream_writer
+from nodes.base import Node, Params, Result, require_ref, stream_writer
 from nodes.registry import register
 from nodes.errors import classify, pause_before_retry
 from runtime import calls, model_calls
 from runtime.models import ModelConfigError
 from nodes.prompts import citation_rules, structured_output
-from runtime.state import HISTORY, REFERENCE
+from runtime.state import GLOBALS, HISTORY, REFERENCE
 from runtime.turn import history_messages
-from runtime.values import PENDING, as_json_text, ref_values, render
+from runtime.values import PENDING, as_json_text, ref_values, render, resolve, shown_files
 
 # Prompt blocks RAGFlow strips from sys_prompt before sending it (SPEC 3.3).
 _STRIPPED_BLOCKS = re.compile(
     r"<(TASK_ANALYSIS|PLAN_GENERATION|REFLECTION|CONTEXT_SUMMARY|CONTEXT_RANKING|CITATION_GUIDELINES)>.*?</\1>",
     re.DOTALL)
 _THINK_SPLIT = re.compile(r"(<think>|</think>)")
+_THOUGHTS_DROPPED = re.compile(r"(User's query:|[\\]+)", re.DOTALL)
 SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens")
 
 
@@ -83,10 +84,113 @@ class LLMParams(Params):
         return None
 
 
-def to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
+def to_langchain(messages: list[dict[str, Any]]) -> list[BaseMessage]:
+    """LangChain messages. A message's `images` (data URIs) make its content a list of blocks, its text
+    then each image as an OpenAI `image_url` part (which langchain-openai sends as it is); a message
+    without images keeps plain string content (`runtime.model_calls` has a faster path for those)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
-    return [kinds.get(m["role"], HumanMessage)(content=m["content"]) for m in messages]
+    return [kinds.get(m["role"], HumanMessage)(content=_content(m)) for m in messages]
+
+
+def _content(message: Mapping[str, Any]) -> str | list[dict]:
+    images = message.get("images")
+    if not images:
+        return message["content"]
+    blocks: list[dict] = [{"type": "text", "text": message["content"]}] if message["content"] else []
+    return blocks + [{"type": "image_url", "image_url": {"url": url}} for url in images]
+
+
+# --- files and images in prompts (RAGFlow's LLM._prepare_prompt_variables) ----------------------------
+IMAGE_URI = "data:image/"
+FILES_REF = "{sys.files}"
+
+
+def data_images(value: Any) -> list[str]:
+    """The `data:image/...` URIs a value holds (RAGFlow's `_extract_data_images`): a string that is one,
+    in lists, in dict values; of a dict with a `content` (a read file) only the content is looked at."""
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            v = v.strip()
+            if v.startswith(IMAGE_URI):
+                found.append(v)
+        elif isinstance(v, (list, tuple, set)):
+            for item in v:
+                walk(item)
+        elif isinstance(v, dict):
+            if "content" in v:
+                walk(v["content"])
+            else:
+                for item in v.values():
+                    walk(item)
+
+    walk(value)
+    return found
+
+
+def without_images(value: Any) -> Any:
+    """`value` with its image URIs taken out (RAGFlow's `_remove_data_images`): None for an image, lists
+    and dicts without the items that were images (or became empty), read files as their content."""
+    value = shown_files(value)
+    if isinstance(value, str):
+        return None if value.strip().startswith(IMAGE_URI) else value
+    if isinstance(value, (list, tuple, set)):
+        kept = [without_images(item) for item in value]
+        kept = [v for v in kept if v is not None and not (isinstance(v, (list, tuple, dict)) and not v)]
+        return tuple(kept) if isinstance(value, tuple) else kept
+    if isinstance(value, dict):
+        if value.get("type") in {"image_url", "input_image", "image"} and data_images(value):
+            return None
+        out = {}
+        for k, item in value.items():
+            v = without_images(item)
+            if v is not None and not (isinstance(v, (list, tuple, dict)) and not v):
+                out[k] = v
+        return out
+    return value
+
+
+def _image_printer(images: list[str]):
+    """How a prompt prints a value: as `as_json_text`, with the images it holds put into `images`
+    instead of into the text (RAGFlow sends them to the model as images)."""
+    def to_text(value: Any) -> str:
+        if value is None or (isinstance(value, str) and not value.lstrip().startswith(IMAGE_URI)):
+            return as_json_text(value)
+        found = data_images(value)
+        if found:
+            images.extend(found)
+            value = without_images(value)
+        return as_json_text(value)
+    return to_text
+
+
+def unique_images(images: list[str]) -> list[str]:
+    return list(dict.fromkeys(i for i in images if isinstance(i, str) and i.startswith(IMAGE_URI)))
+
+
+def attach_files(messages: list[dict[str, Any]], texts: list[str], images: list[str]) -> list[dict[str, Any]]:
+    """Put the turn's file texts and the images on the last user message, as RAGFlow does: the texts
+    after its content ("\n\n" between), the images beside it (`images`, sent as image parts). With no
+    user message, a new one carries them."""
+    if not texts and not images:
+        return messages
+    joined = "\n\n".join(texts)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i]["role"] == "user":
+            message = dict(messages[i])
+            if texts:
+                message["content"] = (message["content"] or "") + "\n\n" + joined
+            break
+    else:
+        message = {"role": "user", "content": joined}
+        messages.append(message)
+        i = len(messages) - 1
+    if images:
+        message["images"] = unique_images(list(message.get("images") or []) + images)
+    messages[i] = message
+    return messages
 
 
 def text_of(content: Any) -> str:
@@ -254,6 +358,12 @@ class LLM(Node):
         self.sys_template: Template = self.text_template(self.params.sys_prompt or "")
         self.prompt_templates: list[tuple[str, Template]] = [
             (str(p.get("role") or "user"), self.text_template(p.get("content") or "")) for p in self.params.prompts]
+        # RAGFlow adds sys.files to the prompt itself unless a prompt names {sys.files} (as written)
+        self.sys_names_files = FILES_REF in (self.params.sys_prompt or "")
+        self.names_files = self.sys_names_files or any(FILES_REF in str(p.get("content") or "")
+                                                       for p in self.params.prompts)
+        visual = (self.params.visual_files_var or "").strip()
+        self.visual_ref = require_ref(visual, "params.visual_files_var", "visual_files_var") if visual else None
         has_goto = self.params.exception_method == "goto" and bool(self.params.exception_goto)
         self.schema = self.params.structured_schema()
         self.streams = (not has_goto and self.schema is None
@@ -263,23 +373,41 @@ class LLM(Node):
         refs = [("params.sys_prompt", r) for r in self.sys_template.refs]
         for i, (_, t) in enumerate(self.prompt_templates):
             refs += [(f"params.prompts.{i}.content", r) for r in t.refs]
+        if self.visual_ref is not None:
+            refs.append(("params.visual_files_var", self.visual_ref))
         return refs
 
     def all_refs(self):
-        return [r for _, r in self.references()]
+        """What the prompts name: the component's inputs (`visual_files_var` is not one, as in RAGFlow)."""
+        return [r for field, r in self.references() if field != "params.visual_files_var"]
 
-    def build_messages(self, state: Mapping[str, Any]) -> list[dict[str, str]]:
+    def build_messages(self, state: Mapping[str, Any], task: str | None = None) -> list[dict[str, Any]]:
+        """The messages of the call: system prompt, history, prompts, then the turn's files.
+
+        Images in the values the prompts name, in `visual_files_var` and in `sys.files` leave the text
+        and ride on the last user message as `images` (data URIs; `to_langchain` makes them image
+        parts); the text of `sys.files` is added to that message, unless a prompt names `{sys.files}`.
+        `task` replaces the prompts with one user prompt (a sub-agent called as a tool).
+        """
+        images: list[str] = []
+        if self.visual_ref is not None:
+            images += data_images(resolve(state, self.visual_ref))
+        to_text = _image_printer(images)
+        system = _STRIPPED_BLOCKS.sub("", render(self.sys_template, state, to_text=to_text)).strip()
         window = self.params.message_history_window_size
-        messages = history_messages(state.get(HISTORY) or [], window)[:-1]
+        messages: list[dict[str, Any]] = history_messages(state.get(HISTORY) or [], window)[:-1]
+        prompts = self.prompt_templates if task is None else [("user", task)]
         appended = False
-        for role, t in self.prompt_templates:
-            content = render(t, state, to_text=as_json_text)
+        for role, t in prompts:
+            content = t if isinstance(t, str) else render(t, state, to_text=to_text)
             if not appended and messages and messages[-1]["role"] == role:
                 messages[-1] = {"role": role, "content": content}   # RAGFlow replaces a same-role tail
             else:
                 messages.append({"role": role, "content": content})
             appended = True
-        system = _STRIPPED_BLOCKS.sub("", render(self.sys_template, state, to_text=as_json_text)).strip()
+        names_files = self.names_files if task is None else self.sys_names_files
+        texts, file_images = ([], []) if names_files else sys_files(state)
+        attach_files(messages, texts, unique_images(images + file_images))
         if self.params.cite and ((state.get(REFERENCE) or {}).get("chunks")):
             # chunks already retrieved this turn: ask for [ID:n] markers (SPEC 3.3, 7)
             system = (system + "\n\n" + citation_rules()).strip()
@@ -296,17 +424,19 @@ class LLM(Node):
     def thoughts(self, state) -> str:
         try:
             # the last prompt is the last message sent; rendering it alone spares the system prompt
-            # and the history, which `run` renders again in the same step
-            last = (render(self.prompt_templates[-1][1], state, to_text=as_json_text) if self.prompt_templates
-                    else self.build_messages(state)[-1]["content"])
+            # and the history, which `run` renders again in the same step (files added to it: build all)
+            if self.prompt_templates and (self.names_files or not (state.get(GLOBALS) or {}).get("sys.files")):
+                last = render(self.prompt_templates[-1][1], state, to_text=_image_printer([]))
+            else:
+                last = self.build_messages(state)[-1]["content"]
         except Exception:
             last = ""
+        last = _THOUGHTS_DROPPED.sub("", last)       # as RAGFlow shows it: no "User's query:", no backslashes
         return f"⌛Give me a moment—starting from: \n\n{last}\n\nI’ll figure out our best next move."
 
     async def run(self, state, ctx) -> Result:
         messages = self.build_messages(state)
-        if not messages or not messages[-1]["content"].strip():
-            raise ValueError("the last message sent to the model is empty")
+        check_last_message(messages)
         inputs = ref_values(self.all_refs(), state)
         llm_id, gen_conf = self.params.llm_id, self.params.gen_conf()
         if self.streams:
@@ -327,6 +457,23 @@ class LLM(Node):
                 return value
             last_error = f"the answer is not valid JSON: {text[:200]}"
         raise ValueError(last_error)
+
+
+def sys_files(state: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The turn's `sys.files` as RAGFlow's LLM reads them: (texts, image data URIs). A read file is its
+    content; what is neither text nor a read file is passed over."""
+    texts: list[str] = []
+    images: list[str] = []
+    for item in (state.get(GLOBALS) or {}).get("sys.files") or []:
+        item = shown_files(item)
+        if isinstance(item, str):
+            (images if item.startswith(IMAGE_URI) else texts).append(item)
+    return texts, images
+
+
+def check_last_message(messages: list[dict[str, Any]]) -> None:
+    if not messages or not (messages[-1]["content"].strip() or messages[-1].get("images")):
+        raise ValueError("the last message sent to the model is empty")
 
 
 def structured_prompt(schema: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import Any
 
-__all__ = ["open_record", "close_record", "prompt", "usage", "tool_call", "RESULT_CHARS"]
+__all__ = ["open_record", "close_record", "prompt", "usage", "tool_call", "image_summaries", "RESULT_CHARS"]
 
 RESULT_CHARS = 2000         # a tool result is kept up to this many characters (the model saw all of it)
 
@@ -46,7 +46,16 @@ def prompt(component_id: str, messages: list) -> None:
     """The messages sent to the model (the first call's: later rounds of a tool loop add tool results)."""
     entry = _entry(component_id)
     if entry is not None and "messages" not in entry:
-        entry["messages"] = messages
+        entry["messages"] = image_summaries(messages)
+
+
+def image_summaries(messages: list) -> list:
+    """Messages as a trace keeps them: a message's `images` (data URIs the model was sent) as their type and
+    size, not their bytes. The same list when no message has images."""
+    if not any(isinstance(m, dict) and m.get("images") for m in messages):
+        return messages
+    return [{**m, "images": [f"{str(u).split(',', 1)[0]},… ({len(str(u)):,} characters)" for u in m["images"]]}
+            if isinstance(m, dict) and m.get("images") else m for m in messages]
 
 
 def usage(component_id: str, counts: dict) -> None:

@@ -285,6 +285,31 @@ class Script:
         return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
+def _recorded(message: BaseMessage) -> dict[str, Any]:
+    """A request's message as `Script.requests` keeps it: role and text, the tool call it answers, and
+    the URLs of its image parts (a multimodal message's `images`)."""
+    out: dict[str, Any] = {"role": message.type, "content": message.text}
+    if isinstance(message, ToolMessage):
+        out["tool_call_id"] = message.tool_call_id
+    if isinstance(message.content, list):
+        images = [_image_url(block) for block in message.content
+                  if isinstance(block, dict) and block.get("type") in ("image_url", "image")]
+        if images:
+            out["images"] = images
+    return out
+
+
+def _image_url(block: dict) -> str:
+    """An image part's URL: OpenAI's `{"image_url": {"url"}}`, or LangChain's standard image block."""
+    if block.get("type") == "image_url":
+        url = block.get("image_url")
+        return url.get("url", "") if isinstance(url, dict) else str(url or "")
+    if block.get("url"):
+        return str(block["url"])
+    data = block.get("base64") or block.get("data") or ""
+    return f"data:{block.get('mime_type', 'application/octet-stream')};base64,{data}" if data else ""
+
+
 def _word_count(text: str) -> int:
     return len(text.split())
 
@@ -312,8 +337,7 @@ class ScriptedChatModel(BaseChatModel):
     def _take_reply(self, messages: list[BaseMessage], tools: Any = None) -> Reply:
         self.script.requests.append({
             "component_id": self.component_id,
-            "messages": [{"role": m.type, "content": m.text, **({"tool_call_id": m.tool_call_id} if isinstance(m, ToolMessage) else {})}
-                         for m in messages],
+            "messages": [_recorded(m) for m in messages],
             "tools": [t["function"]["name"] for t in tools or []],
         })
         reply = self.script.next_reply(self.component_id)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runtime.calls import image_summaries
 from runtime.events import CANCELLED_TEXT, FINISH, HANDLER_PREFIX, MESSAGE_ID
 from runtime.state import LAST, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
@@ -152,7 +153,7 @@ class _Builder:
             form = task.interrupts[0].value if hasattr(task.interrupts[0], "value") else task.interrupts[0]
             step["form"] = form if isinstance(form, dict) else {"value": form}
         if pending is not None and pending.get("messages"):
-            step["messages"] = pending["messages"]
+            step["messages"] = image_summaries(pending["messages"])
         # writes to other components (a Message recording the content of the LLM it streamed)
         for cid, values in written.items():
             if cid != node.id and cid in self.by_component and isinstance(values, dict):

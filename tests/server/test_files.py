@@ -8,6 +8,7 @@ the per-tenant limits (size, type, count, stored files) refuse with a 4xx in RAG
 """
 from __future__ import annotations
 
+import base64
 import http.server
 import io
 import json
@@ -152,6 +153,25 @@ def test_files_of_a_completion_become_sys_files_as_their_content(alice):
     assert json.loads(answer[answer.index("["):]) == [
         "\n -----------------\nFile: notes.txt\nContent as following: \nbuy milk",
         "\n -----------------\nFile: more.md\nContent as following: \n# and bread"]
+
+
+def test_uploaded_files_reach_an_llm_as_text_on_the_last_user_message_and_the_image_as_an_image(alice):
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+    agent_id = alice.agent({"components": {
+        "begin": cpn("Begin", {}, ["LLM:Read"]),
+        "LLM:Read": cpn("LLM", {"llm_id": "m@OpenAI", "cite": False}, ["Message:M"]),
+        "Message:M": cpn("Message", {"content": ["{LLM:Read@content}"]})}})
+    note = upload(alice, agent_id, ("notes.txt", b"buy milk", "text/plain")).json()["data"]
+    photo = upload(alice, agent_id, ("shelf.png", png, "image/png")).json()["data"]
+    session_id = alice.session(agent_id)["id"]
+    alice.ok("POST", "/agents/chat/completions", {"agent_id": agent_id, "session_id": session_id,
+                                                  "query": "What do I need?", "files": [photo, note]})
+    trace = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace")
+    [step] = [s for s in trace["turns"][0]["steps"] if s["component_id"] == "LLM:Read" and s.get("messages")]
+    [message] = step["messages"]
+    assert message["content"] == "What do I need?\n\n\n -----------------\nFile: notes.txt\nContent as following: \nbuy milk"
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    assert message["images"] == [f"data:image/png;base64,… ({len(uri)} characters)"]    # its type and size
 
 
 def test_several_files_in_one_request_answer_a_list_of_entries(alice):
