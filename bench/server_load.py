@@ -174,6 +174,12 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """A process's user + system CPU time so far, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _db_mb(db: str) -> float | None:
     """The SQLite database's size with its WAL, MB (None for PostgreSQL)."""
     if db.startswith("postgres"):
@@ -218,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.2)
         agent = httpx.post(url + "/api/v1/agents", json={"title": f"load-{port}", "dsl": DSL},
                            headers={"Authorization": f"Bearer {token}"}).json()["data"]["id"]
-        rss_before = _rss_mb(server.pid)
+        rss_before, cpu_before = _rss_mb(server.pid), _cpu_s(server.pid)
         shares = [args.conversations // args.clients + (i < args.conversations % args.clients) for i in range(args.clients)]
         began = time.monotonic()
         procs = [subprocess.Popen([sys.executable, "-m", "bench.server_load", "--client", "--url", url, "--token", token,
@@ -227,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         outputs = [json.loads(p.communicate()[0]) for p in procs]
         wall = time.monotonic() - began
         time.sleep(1)                       # the server finishes its last turns' bookkeeping
-        rss_after = _rss_mb(server.pid)
+        rss_after, server_cpu = _rss_mb(server.pid), _cpu_s(server.pid) - cpu_before
         db_mb = _db_mb(db)
     finally:
         server.terminate()
@@ -244,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
         "token_delay_ms": {"p50": _percentile(delays, 50), "p90": _percentile(delays, 90), "p99": p99,
                            "max": max(delays)} if delays else None,
         "first_token_ms": {"p50": _percentile(starts, 50), "p99": _percentile(starts, 99)} if starts else None,
+        "server_cpu_s": server_cpu,
+        "server_cpu_us_per_token": server_cpu * 1e6 / max(1, len(delays)),
         "server_rss_mb": {"before": rss_before, "after": rss_after},
         "idle_session_kb": {"server_memory": (rss_after - rss_before) * 1024 / args.conversations,
                             "database": db_mb * 1024 / args.conversations if db_mb is not None else None},
@@ -259,6 +267,8 @@ def run(args: argparse.Namespace) -> int:
               f"max {d['max']:.1f} ms over {len(delays)} tokens")
         f = result["first_token_ms"]
         print(f"first token after the request: p50 {f['p50']:.0f} ms, p99 {f['p99']:.0f} ms")
+    print(f"server CPU {server_cpu:.1f} s in all, {result['server_cpu_us_per_token']:.0f} µs per token delivered "
+          "(turn start and end included)")
     idle = result["idle_session_kb"]
     print(f"server RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after ({idle['server_memory']:.1f} KB per stored "
           f"idle session, which the server keeps nothing of but what its allocator holds on to)"

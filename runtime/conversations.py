@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from compiler import compile_dsl
+from runtime.checkpoint import is_postgres
 from runtime.session import Runner, TurnFailed, TurnRejected, TurnRequest
 from runtime.store import LEASE_SECONDS, Session, Store, process_owner
 from runtime.tracing import tracing_enabled
@@ -28,7 +29,11 @@ from runtime.tracing import tracing_enabled
 log = logging.getLogger("canvas2graph.conversations")
 
 POLL_SECONDS = 0.25           # how soon a cancel sent to another process takes effect
-MAX_STARTING = 8              # turns starting at once; the others queue for a slot (see Conversations.start)
+# turns starting at once; the others queue for a slot (see Conversations.start). On SQLite a start is all
+# CPU on the event loop (statements run in place), so starting two at once is no faster than one after the
+# other and only delays the tokens of running streams (200 concurrent streams: p99 98 ms with 8, 21 ms with
+# 1, the burst admitted as fast); on PostgreSQL a start waits on the network, so several overlap.
+MAX_STARTING = {"sqlite": 1, "postgresql": 8}
 RENEW_SECONDS = LEASE_SECONDS / 4
 
 ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
@@ -105,11 +110,13 @@ class Conversations:
 
     def __init__(self, store: Store, models: ModelSource,
                  services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, busy_wait: float = 30.0,
-                 max_starting: int = MAX_STARTING):
+                 max_starting: int | None = None):
         self.store = store
         # Starting a turn (loading its checkpoint, the first steps up to its first event) is the costly
         # part; a burst of hundreds of starts would fill the event loop's queue and delay the tokens of
         # every running stream. A few at a time start just as fast overall and keep streams smooth.
+        if max_starting is None:
+            max_starting = MAX_STARTING["postgresql" if is_postgres(store.url or "") else "sqlite"]
         self._starting = asyncio.Semaphore(max_starting)
         # how long a request waits for the session's running turn to end before it is refused: clients
         # send the next question as soon as they read `message_end`, a moment before the turn ends
