@@ -1,7 +1,7 @@
 // The agents panel: list, create (paste, upload or a template; checked before saving, with every
 // diagnostic shown against the component and field it names), rename, delete, download the DSL.
 import { api, saveBlob } from './api.js';
-import { h, clear, notify, route, titleText } from './dom.js';
+import { h, add, clear, notify, route, titleText } from './dom.js';
 
 /** The diagnostics of a check as a table: component, field, problem (severity in words and colour). */
 export function diagnosticsTable(diagnostics) {
@@ -102,11 +102,11 @@ function createForm(templates, reload) {
     try {
       verdict = await api('POST', '/graphs/compile', { dsl: dsl.value });
     } catch (e) {
-      result.append(h('p', { class: 'error', role: 'alert' }, e.message), diagnosticsTable(e.data && e.data.diagnostics));
+      add(result, h('p', { class: 'error', role: 'alert' }, e.message), diagnosticsTable(e.data && e.data.diagnostics));
       return false;
     }
     const errors = verdict.diagnostics.filter(d => d.severity === 'error').length;
-    result.append(h('p', { class: errors ? 'error' : 'ok', role: errors ? 'alert' : 'status' },
+    add(result, h('p', { class: errors ? 'error' : 'ok', role: errors ? 'alert' : 'status' },
       errors ? `${errors} error${errors > 1 ? 's' : ''}: fix ${errors > 1 ? 'them' : 'it'} before saving.`
         : `The DSL compiles${verdict.diagnostics.length ? ' (with warnings)' : ''}.`),
     diagnosticsTable(verdict.diagnostics));

@@ -15,9 +15,10 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-/** Append children (nested arrays allowed; null and false skipped); strings become text nodes. */
-export function add(el, children) {
-  for (const child of [children].flat(Infinity)) {
+/** Append children (nested arrays allowed; null and false skipped, where `Element.append` would
+ * write "null"); strings become text nodes. */
+export function add(el, ...children) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }

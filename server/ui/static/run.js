@@ -1,7 +1,7 @@
 // The run panel: the agent's graph lighting up as its events arrive, the chat streaming the answer,
 // Begin / UserFillUp forms, Cancel, and the agent's sessions (reopening one shows its history).
 import { api, stream } from './api.js';
-import { h, clear, notify, route } from './dom.js';
+import { h, add, clear, notify, route } from './dom.js';
 import { GraphView } from './graph.js';
 import { ChatView } from './chat.js';
 import { diagnosticsTable } from './agents.js';
@@ -169,7 +169,7 @@ export async function runPage(main, agentId, sessionId) {
     }
   }
 
-  main.append(
+  add(main,
     h('div', { class: 'page-title' }, h('h1', {}, agent.title), traceLink,
       h('a', { href: '#/agents', class: 'button' }, 'All agents')),
     agent.compiles === false && !session

@@ -170,6 +170,7 @@ def test_a_defective_dsl_shows_its_diagnostic_against_component_and_field_and_is
     b.page.get_by_label("Or upload a DSL file").set_input_files(
         files=[{"name": "good.json", "mimeType": "application/json", "buffer": json.dumps(CHAT_DSL).encode()}])
     expect(b.page.locator(".check-result .ok")).to_contain_text("compiles")
+    assert "null" not in b.page.locator(".check-result").inner_text()     # no diagnostics: no table, no "null"
     b.page.get_by_role("button", name="Save agent").click()
     expect(b.page.get_by_role("link", name="Good one", exact=True)).to_be_visible()
     b.page.get_by_role("button", name="Rename Good one").click()
@@ -232,6 +233,8 @@ def test_two_turns_stream_while_the_components_light_up_and_the_session_reopens(
         b.shot(f"run-turn-{turn}")
     session_url = b.page.url
     assert "/sessions/" in session_url
+    # nothing the page was built from shows as a stray "null" (Element.append writes it for a null child)
+    assert "null" not in b.page.locator("main").inner_text()
 
     # reopening the session shows its history
     b.page.get_by_role("link", name="+ New session").click()
