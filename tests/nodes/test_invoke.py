@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import runtime.netguard as netguard
 from nodes.invoke import InvokeError
 from runtime.netguard import HostRefused
 from tests.conftest import cpn
@@ -145,18 +144,13 @@ async def test_a_run_service_may_lift_the_guard(api):
 async def test_the_host_is_resolved_once_and_the_request_goes_to_the_address_checked(api, monkeypatch):
     """A name the guard accepts is connected to at the address it checked (no second lookup that a
     rebinding DNS could answer differently); the server still sees the name in the Host header."""
-    lookups = []
-
-    async def resolve(host, port):
-        lookups.append(host)
-        return ["127.0.0.1"]
-    monkeypatch.setattr(netguard, "resolve", resolve)
-    monkeypatch.setattr(netguard, "public", lambda address: True)       # pretend 127.0.0.1 is public
+    dns = FakeDNS.install(monkeypatch)                # 127.0.0.1 passes as public
+    dns.names["api.example.com"] = ["127.0.0.1"]
     api.on("GET", "/v1/data", Reply(200, "pinned"))
     port = api.url.rsplit(":", 1)[1]
     node = build("Invoke:I", "Invoke", {"url": f"http://api.example.com:{port}/v1/data"})
     assert (await node.run(state(), context())).outputs["result"] == "pinned"
-    assert lookups == ["api.example.com"]
+    assert dns.lookups == ["api.example.com"]
     assert api.requests[0].headers["host"] == f"api.example.com:{port}"
 
 

@@ -15,10 +15,10 @@ import trustme
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-import runtime.netguard as netguard
 from nodes.tool import ToolError
 from runtime.netguard import HostRefused
 from nodes.tools.email import EmailParams
+from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors
 from tests.nodes.tools.support import agent_dsl, finished, node_dsl, run_turn, tool_messages
 
@@ -232,15 +232,10 @@ async def test_the_server_is_connected_at_the_address_checked_and_tls_checks_its
     server's name, not for the address."""
     box, port = smtp("ssl")
     monkeypatch.delenv(ALLOW)
-    lookups = []
-
-    async def resolve(host, port):
-        lookups.append(host)
-        return ["127.0.0.1"]
-    monkeypatch.setattr(netguard, "resolve", resolve)
-    monkeypatch.setattr(netguard, "public", lambda address: True)       # pretend 127.0.0.1 is public
+    dns = FakeDNS.install(monkeypatch)                # 127.0.0.1 passes as public
+    dns.names["mail.example"] = ["127.0.0.1"]
     await send(port, {"to_email": "ada@example.com"}, smtp_server="mail.example", smtp_security="ssl")
-    assert lookups == ["mail.example"] and len(box.messages) == 1
+    assert dns.lookups == ["mail.example"] and len(box.messages) == 1
 
 
 async def test_a_malformed_address_is_an_error():

@@ -8,7 +8,6 @@ import re
 import subprocess
 
 import httpx
-import pytest
 from playwright.sync_api import expect
 
 from tests.server.helpers import BROKEN_DSL, CLI, FAILING_DSL, REPO, Api, cpn
@@ -107,6 +106,15 @@ def open_agent(b: Browsing, title: str) -> None:
     b.page.get_by_role("link", name=title, exact=True).click()
     b.page.get_by_role("heading", level=1, name=title, exact=True).wait_for()
     expect(b.page.locator("svg g.node").first).to_be_visible()
+
+
+def at_new_agent(browsing, ui_server, token: str, dsl: dict, title: str) -> Browsing:
+    """A browser signed in with `token`, on the run page of a new agent `title` holding `dsl`."""
+    Api(ui_server, token).agent(dsl, title)
+    b = browsing()
+    b.sign_in(token)
+    open_agent(b, title)
+    return b
 
 
 # --- serving -------------------------------------------------------------------------------------------
@@ -246,10 +254,7 @@ def test_two_turns_stream_while_the_components_light_up_and_the_session_reopens(
 
 
 def test_begin_and_user_fill_up_forms_are_real_fields_that_resume_the_session(browsing, ui_server, alice_token, tmp_path):
-    Api(ui_server, alice_token).agent(FORM_DSL, "Forms")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Forms")
+    b = at_new_agent(browsing, ui_server, alice_token, FORM_DSL, "Forms")
     b.page.get_by_label("Topic").fill("coffee")
     b.page.get_by_role("button", name="Start").click()
 
@@ -288,10 +293,7 @@ def test_begin_and_user_fill_up_forms_are_real_fields_that_resume_the_session(br
 
 
 def test_cancel_stops_a_long_turn(browsing, ui_server, alice_token):
-    Api(ui_server, alice_token).agent(SLOW_DSL, "Slow")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Slow")
+    b = at_new_agent(browsing, ui_server, alice_token, SLOW_DSL, "Slow")
     send(b, "take your time")
     expect(b.page.locator(".message.assistant").last).to_contain_text("word0")
     expect(component(b, "LLM:Slow")).to_have_attribute("data-state", "running")
@@ -307,10 +309,7 @@ def test_cancel_stops_a_long_turn(browsing, ui_server, alice_token):
 
 
 def test_a_failing_component_turns_red_with_its_message(browsing, ui_server, alice_token):
-    Api(ui_server, alice_token).agent(FAILING_DSL, "Fails")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Fails")
+    b = at_new_agent(browsing, ui_server, alice_token, FAILING_DSL, "Fails")
     send(b, "anything")
     expect(component(b, "LLM:Fails")).to_have_attribute("data-state", "error")
     expect(component(b, "LLM:Fails")).to_contain_text("the provider is down")
@@ -331,10 +330,7 @@ DOC_DSL = {"components": {
 
 
 def test_a_file_the_run_produced_is_a_download_link_fetched_with_the_token(browsing, ui_server, alice_token):
-    Api(ui_server, alice_token).agent(DOC_DSL, "Minutes")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Minutes")
+    b = at_new_agent(browsing, ui_server, alice_token, DOC_DSL, "Minutes")
     send(b, "We agreed.")
     button = b.page.get_by_role("button", name="Download minutes.pdf")
     with b.page.expect_download() as download:
@@ -349,10 +345,7 @@ def test_an_answer_from_a_knowledge_base_lists_its_sources(browsing, ui_server, 
     index = subprocess.run(CLI + ["index", "fixtures/kb/docs", "--kb", "support-kb", "--db", ui_server.db, "--quiet"],
                            cwd=REPO, capture_output=True, text=True)
     assert index.returncode == 0, index.stderr
-    Api(ui_server, alice_token).agent(json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), "Support KB")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Support KB")
+    b = at_new_agent(browsing, ui_server, alice_token, json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), "Support KB")
     send(b, "I was charged twice for my order")
     sources = b.page.locator(".message.assistant .citations").last
     sources.locator("summary").click()
@@ -362,10 +355,7 @@ def test_an_answer_from_a_knowledge_base_lists_its_sources(browsing, ui_server, 
 
 # --- safety ---------------------------------------------------------------------------------------------
 def test_a_script_in_an_answer_is_shown_as_text_and_never_runs(browsing, ui_server, alice_token):
-    Api(ui_server, alice_token).agent(CHAT_DSL, "Echo")
-    b = browsing()
-    b.sign_in(alice_token)
-    open_agent(b, "Echo")
+    b = at_new_agent(browsing, ui_server, alice_token, CHAT_DSL, "Echo")
     send(b, XSS)
     answer = b.page.locator(".message.assistant").last
     expect(answer).to_contain_text("<script>window.__pwned = 1</script>")
