@@ -102,41 +102,13 @@ async def postgres_turns(cases: list[str], reps: int, warmup: int) -> dict[str, 
 
 
 async def langgraph_floor(nodes: int, reps: int, warmup: int) -> dict:
-    """What LangGraph itself costs per node: a chain of async nodes that do nothing, streamed the way the
-    Runner streams (`tasks` and `custom`, v2, in-memory checkpointer, `durability="sync"`). No compiler
-    to LangGraph can run a node for less; compare it with RAGFlow's per-node figures."""
-    from typing import TypedDict
-
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
-
-    from runtime.events import STREAM_MODES
+    """What LangGraph itself costs per node (`bench/upstream/floor.py`): no compiler to LangGraph can run
+    a node for less; compare it with RAGFlow's per-node figures."""
+    from bench.upstream.floor import STREAM_MODES, cpu_per_node
+    from runtime.events import STREAM_MODES as RUNNER_MODES
     from runtime.session import DURABILITY
-
-    class State(TypedDict, total=False):
-        x: int
-
-    async def step(state: State) -> State:
-        return {"x": state.get("x", 0) + 1}
-
-    builder = StateGraph(State)
-    previous = START
-    for i in range(nodes):
-        builder.add_node(f"n{i}", step)
-        builder.add_edge(previous, f"n{i}")
-        previous = f"n{i}"
-    builder.add_edge(previous, END)
-    graph = builder.compile(checkpointer=InMemorySaver())
-    cpu = []
-    for i in range(warmup + reps):
-        gc.collect(1)
-        c0 = time.process_time()
-        async for _ in graph.astream({"x": 0}, {"configurable": {"thread_id": f"floor-{i}"}}, stream_mode=STREAM_MODES,
-                                     version="v2", durability=DURABILITY):
-            pass
-        if i >= warmup:
-            cpu.append((time.process_time() - c0) * 1e3)
-    return {"nodes": nodes, "cpu_per_node_ms": statistics.median(cpu) / nodes}
+    assert STREAM_MODES == RUNNER_MODES and DURABILITY == "sync", "the floor must stream as the Runner does"
+    return {"nodes": nodes, "cpu_per_node_ms": await cpu_per_node(nodes, reps, warmup)}
 
 
 def summary(driver: dict, postgres: dict, floor: dict | None = None) -> list[str]:

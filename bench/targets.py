@@ -136,8 +136,7 @@ def cli_rows(quick: bool) -> tuple[list[Row], dict]:
 def _cold_ratio(cold: dict) -> dict | None:
     """Median wall and CPU of canvas2graph's process over RAGFlow's, from cold.py's JSON."""
     try:
-        case = cold["cases"]["llm10"] if "cases" in cold else cold["llm10"]
-        c2g, rf = case["c2g"], case["ragflow"]
+        c2g, rf = cold["llm10"]["c2g"], cold["llm10"]["ragflow"]
         med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
         return {"wall": med(c2g, "wall_s") / med(rf, "wall_s"), "cpu": med(c2g, "cpu_s") / med(rf, "cpu_s")}
     except (KeyError, TypeError, statistics.StatisticsError):

@@ -7,8 +7,6 @@ from typing import AsyncIterator
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from runtime.sqlite_saver import sqlite_synchronous  # noqa: F401  (re-exported: tests and docs name it here)
-
 
 def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))

@@ -13,17 +13,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.graph import END, START, StateGraph
+
+from bench.upstream.floor import noop_chain
 
 NODES, TURNS = 50, 20
-
-
-class State(TypedDict, total=False):
-    x: int
 
 
 class InPlace(SqliteSaver):
@@ -38,16 +34,7 @@ class InPlace(SqliteSaver):
 
 
 def chain(saver):
-    async def step(state: State) -> State:
-        return {"x": state.get("x", 0) + 1}
-    b = StateGraph(State)
-    prev = START
-    for i in range(NODES):
-        b.add_node(f"n{i}", step)
-        b.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    b.add_edge(prev, END)
-    return b.compile(checkpointer=saver)
+    return noop_chain(NODES, saver)
 
 
 async def per_step(graph) -> tuple[float, float]:
