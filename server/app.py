@@ -16,8 +16,8 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
-                           webhooks)
+from server.routes import (agents, artifacts, builder, completions, components, files, graphs, templates, traces,
+                           versions, webhooks)
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -84,6 +84,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    app.include_router(components.router)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
