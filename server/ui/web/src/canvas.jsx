@@ -72,7 +72,8 @@ export function flowEdges(edges, states = {}) {
     const to = (states[e.target] || {}).state;
     const taken = e.kind === 'flow' && from === 'done' && LIT.has(to);
     const skipped = to === 'skipped' || from === 'skipped';
-    return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running',
+    return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running', label: e.label,
+      labelBgPadding: [4, 2], labelBgBorderRadius: 3,
       className: `edge-${e.kind}${taken ? ' taken' : ''}${skipped ? ' skipped' : ''}`,
       style: e.kind === 'flow' ? undefined : { strokeDasharray: '5 4' } };
   });

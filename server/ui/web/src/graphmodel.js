@@ -38,6 +38,23 @@ export function agentTools(cpn) {
   };
 }
 
+const list = v => (Array.isArray(v) ? v : typeof v === 'string' && v ? [v] : []);
+
+/** A router's targets with the branch that leads there: Categorize's categories, Switch's cases and else. */
+export function routeLabels(cpn) {
+  const params = (cpn && cpn.obj && cpn.obj.params) || {};
+  const out = new Map();
+  const add = (target, label) => { if (typeof target === 'string') out.set(target, out.has(target) ? `${out.get(target)}, ${label}` : label); };
+  if (typeOf(cpn) === 'Categorize' && params.category_description && typeof params.category_description === 'object') {
+    for (const [name, desc] of Object.entries(params.category_description)) for (const t of list(desc && desc.to)) add(t, name.trim());
+  }
+  if (typeOf(cpn) === 'Switch') {
+    (Array.isArray(params.conditions) ? params.conditions : []).forEach((c, i) => { for (const t of list(c && c.to)) add(t, `case ${i + 1}`); });
+    for (const t of list(params.end_cpn_ids)) add(t, 'else');
+  }
+  return out;
+}
+
 /** Every node to draw: {id, kind: component|tool|agent|note, type, label, parentId, position?, width, height}. */
 export function canvasItems(dsl) {
   const components = componentsOf(dsl);
@@ -85,9 +102,11 @@ export function canvasItems(dsl) {
     seen.add(id);
   }
   for (const [id, cpn] of Object.entries(components)) {
-    for (const next of (cpn && cpn.downstream) || []) {
-      if (!components[next]) continue;
-      edges.push({ id: `${id}->${next}`, source: id, target: next, kind: 'flow' });
+    const labels = routeLabels(cpn);
+    const targets = new Set([...((cpn && cpn.downstream) || []), ...labels.keys()]);
+    for (const next of targets) {
+      if (!components[next] || next === id) continue;
+      edges.push({ id: `${id}->${next}`, source: id, target: next, kind: 'flow', label: labels.get(next) });
     }
   }
   return { items, edges, saved };
