@@ -81,11 +81,26 @@ function AgentRow({ agent, reload }) {
   );
 }
 
+/** Where a text is not JSON, in words: the server's parser names the line and column (the browser's does
+ * not always). */
+async function jsonProblem(text, error) {
+  try {
+    const verdict = await api('POST', '/graphs/compile', { dsl: text });
+    const d = (verdict.diagnostics || []).find(x => x.code === 'invalid-json' && x.line);
+    if (d) return `Not valid JSON at line ${d.line}, column ${d.column}: ${String(d.message).replace(/^invalid JSON:\s*/i, '')}.`;
+  } catch (e) {
+    // Python's parser: "... not JSON: Expecting value: line 3 column 14 (char 34)"
+    const m = /JSON: ([^:]+): line (\d+) column (\d+)/.exec(e.message);
+    if (m) return `Not valid JSON at line ${m[2]}, column ${m[3]}: ${m[1]}.`;
+  }
+  return jsonError(text, error);
+}
+
 /** Check a DSL text: {ok, message, diagnostics} in plain words (a JSON error with its line and column). */
 export async function checkDsl(text) {
   if (!text.trim()) return { ok: false, message: 'Paste a DSL, upload a file or pick a template first.' };
   let dsl;
-  try { dsl = JSON.parse(text); } catch (e) { return { ok: false, message: jsonError(text, e) }; }
+  try { dsl = JSON.parse(text); } catch (e) { return { ok: false, message: await jsonProblem(text, e) }; }
   try {
     const verdict = await api('POST', '/graphs/compile', { dsl });
     const errors = verdict.diagnostics.filter(d => d.severity === 'error').length;

@@ -29,14 +29,14 @@ export const ComponentNode = memo(function ComponentNode({ id, data }) {
   return (
     <div className={`c2g-node kind-${data.kind} state-${state}${severity ? ` has-${severity}` : ''}${data.container ? ' container' : ''}`}
       data-component={id} data-state={state} title={title}>
-      {data.kind !== 'note' ? <Handle type="target" position={data.kind === 'component' ? Position.Left : Position.Top} /> : null}
+      {data.kind !== 'note' ? <Handle type="target" position={data.kind !== 'component' || data.direction === 'TB' ? Position.Top : Position.Left} /> : null}
       <div className="node-type">{data.type}{severity ? <span className={`badge ${severity}`} aria-label={`${problems.length} problem${problems.length > 1 ? 's' : ''}`}>{problems.length}</span> : null}</div>
       <div className="node-name">{data.label}</div>
       {data.kind === 'note' ? <div className="node-note">{data.text}</div> : null}
       <div className="node-detail">
         {state === 'running' && data.startedAt ? <Elapsed since={data.startedAt} /> : (data.detail || '')}
       </div>
-      {data.kind === 'component' || data.kind === 'agent' ? <Handle type="source" position={Position.Right} /> : null}
+      {data.kind === 'component' || data.kind === 'agent' ? <Handle type="source" position={data.direction === 'TB' ? Position.Bottom : Position.Right} /> : null}
     </div>
   );
 });
@@ -44,7 +44,7 @@ export const ComponentNode = memo(function ComponentNode({ id, data }) {
 export const nodeTypes = { component: ComponentNode };
 
 /** React Flow nodes from the laid-out items, with each one's state. */
-export function flowNodes(items, states = {}, problems = {}) {
+export function flowNodes(items, states = {}, problems = {}, direction = 'LR') {
   // parents first: React Flow wants a group before its children
   const ordered = [...items].sort((a, b) => (a.parentId ? 1 : 0) - (b.parentId ? 1 : 0));
   return ordered.map(item => {
@@ -56,7 +56,7 @@ export function flowNodes(items, states = {}, problems = {}) {
       ...(container ? { style: { width: item.width, height: item.height } } : {}),
       width: item.width, height: item.height,
       className: container ? 'group-node' : undefined,
-      data: { kind: item.kind, type: item.type, label: item.label, text: item.text, container,
+      data: { kind: item.kind, type: item.type, label: item.label, text: item.text, container, direction,
         state: item.kind === 'note' ? 'waiting' : (s.state || 'waiting'), detail: s.detail || '', startedAt: s.startedAt,
         problems: problems[item.id] || [] },
     };
@@ -79,10 +79,16 @@ export function flowEdges(edges, states = {}) {
   });
 }
 
-function FitOnChange({ signature }) {
+/** Fit the components (notes left out: RAGFlow's sit far around the graph) at a zoom that keeps labels readable. */
+export const FIT = { padding: 0.12, maxZoom: 1 };
+export function fitOptions(items) {
+  return { ...FIT, nodes: items.filter(i => i.kind !== 'note').map(i => ({ id: i.id })) };
+}
+
+function FitOnChange({ signature, options }) {
   const flow = useReactFlow();
   useEffect(() => {
-    const timer = setTimeout(() => flow.fitView({ padding: 0.15, duration: 0 }), 30);
+    const timer = setTimeout(() => flow.fitView({ ...options, duration: 0 }), 30);
     return () => clearTimeout(timer);
   }, [signature]);      // eslint-disable-line react-hooks/exhaustive-deps
   return null;
@@ -91,7 +97,7 @@ function FitOnChange({ signature }) {
 /** The run view's canvas. `states`: {id: {state, detail, startedAt}}; `onOpen(id)` opens a component's step. */
 export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
   const drawn = useMemo(() => layout(dsl), [dsl]);
-  const nodes = useMemo(() => flowNodes(drawn.items, states), [drawn, states]);
+  const nodes = useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction), [drawn, states]);
   const edges = useMemo(() => flowEdges(drawn.edges, states), [drawn, states]);
   const [full, setFull] = useState(false);
   const components = drawn.items.filter(i => i.kind === 'component');
@@ -114,12 +120,12 @@ export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
       </ul>
       <div className="canvas" role="img" aria-label="The agent graph; component states are listed below it">
         <ReactFlowProvider>
-          <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView minZoom={0.1} maxZoom={2.5}
+          <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={fitOptions(drawn.items)} minZoom={0.1} maxZoom={2.5}
             nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }}
             onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
             <Background gap={20} size={1} />
-            <Controls showInteractive={false} />
-            <FitOnChange signature={`${full}:${drawn.items.length}`} />
+            <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
+            <FitOnChange signature={`${full}:${drawn.items.length}`} options={fitOptions(drawn.items)} />
           </ReactFlow>
         </ReactFlowProvider>
       </div>

@@ -18,7 +18,7 @@ export function emptyDsl() {
 
 function graphNode(id, type, params, position, parentId) {
   const node = { id, type: ragflowNodeType(type), position: { ...position },
-    data: { label: type, name: id === 'begin' ? 'begin' : id.split(':').pop(), form: clone(params || {}) },
+    data: { label: type, name: id, form: clone(params || {}) },
     sourcePosition: 'left', targetPosition: 'right', measured: { width: SIZE.width, height: isContainer(type) ? 160 : 48 } };
   if (parentId) Object.assign(node, { parentId, extent: 'parent' });
   return node;
@@ -43,7 +43,7 @@ export function materialize(dsl) {
   if (!missing.length) return dsl;
   const out = clone(dsl);
   const graph = graphOf(out);
-  const drawn = new Map(layout(out).items.map(i => [i.id, i]));
+  const drawn = new Map(layout(out, { rankdir: 'LR' }).items.map(i => [i.id, i]));       // as RAGFlow draws
   for (const id of missing) {
     const cpn = components[id];
     const item = drawn.get(id) || { position: { x: 0, y: 0 } };
@@ -78,6 +78,18 @@ export function newId(dsl, type) {
   }
 }
 
+/** A free spot near `position`: moved right and down past the boxes already there. */
+export function freeSpot(dsl, position, parentId) {
+  const taken = ((dsl.graph && dsl.graph.nodes) || []).filter(n => (n.parentId || undefined) === parentId && n.position);
+  let spot = { ...position };
+  for (let i = 0; i < 50; i++) {
+    const hit = taken.some(n => Math.abs(n.position.x - spot.x) < SIZE.width + 20 && Math.abs(n.position.y - spot.y) < SIZE.height + 20);
+    if (!hit) return spot;
+    spot = i % 4 === 3 ? { x: position.x, y: spot.y + SIZE.height + 30 } : { x: spot.x + SIZE.width + 40, y: spot.y };
+  }
+  return spot;
+}
+
 /** Add a component of `type` with the params' defaults at `position`, inside `parentId` when given. An
  * Iteration or Loop comes with its start item inside. Returns [dsl, id]. */
 export function addComponent(dsl, type, params, position, parentId) {
@@ -86,7 +98,7 @@ export function addComponent(dsl, type, params, position, parentId) {
   const entry = { obj: { component_name: type, params: clone(params || {}) }, downstream: [], upstream: [] };
   if (parentId) entry.parent_id = parentId;
   out.components = { ...componentsOf(out), [id]: entry };
-  graphOf(out).nodes.push(graphNode(id, type, params, position, parentId));
+  graphOf(out).nodes.push(graphNode(id, type, params, freeSpot(out, position, parentId), parentId));
   if (START_OF[type]) {
     const start = newId(out, START_OF[type]);
     out.components[start] = { obj: { component_name: START_OF[type], params: {} }, downstream: [], upstream: [], parent_id: id };

@@ -5,7 +5,7 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { ReactFlow, ReactFlowProvider, Background, Controls, applyNodeChanges, useReactFlow } from '@xyflow/react';
 import { api } from './api.js';
-import { flowEdges, flowNodes, nodeTypes } from './canvas.jsx';
+import { FIT, flowEdges, flowNodes, nodeTypes } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { addComponent, connect, deleteComponents, disconnect, emptyDsl, materialize, moveNodes, setParams } from './editmodel.js';
 import { isContainer, layout } from './graphmodel.js';
@@ -85,7 +85,7 @@ function Editor({ agent, schemas }) {
     return out;
   }, [verdict]);
   const drawn = useMemo(() => layout(dsl), [dsl]);
-  const nodes = useMemo(() => flowNodes(drawn.items, {}, problems).map(n => ({ ...n, selected: n.id === selected,
+  const nodes = useMemo(() => flowNodes(drawn.items, {}, problems, drawn.direction).map(n => ({ ...n, selected: n.id === selected,
     draggable: n.data.kind !== 'tool' && n.data.kind !== 'agent' || Boolean(dsl.graph && dsl.graph.nodes.some(g => g.id === n.id)) })), [drawn, problems, selected, dsl]);
   const edges = useMemo(() => flowEdges(drawn.edges, {}).map(e => ({ ...e, deletable: e.className.includes('edge-flow'), focusable: true,
     ariaLabel: `Edge from ${e.source} to ${e.target}` })), [drawn]);
@@ -194,7 +194,7 @@ function Editor({ agent, schemas }) {
             <span className="muted hint">{selected && isContainer(typeOf(components[selected])) ? `adds inside ${selected}` : 'Drag from a box\'s right handle to another box to connect them; Delete removes the selection.'}</span>
           </form>
           <div className="canvas editor-canvas">
-            <ReactFlow nodes={dragging || nodes} edges={edges} nodeTypes={nodeTypes} fitView minZoom={0.1} maxZoom={2.5}
+            <ReactFlow nodes={dragging || nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
               proOptions={{ hideAttribution: true }} deleteKeyCode={['Delete', 'Backspace']}
               onNodesChange={onNodesChange}
               onNodeClick={(_, node) => setSelected(node.id)} onPaneClick={() => setSelected(null)}
@@ -202,7 +202,7 @@ function Editor({ agent, schemas }) {
               onNodesDelete={gone => remove(gone.map(n => n.id))}
               onEdgesDelete={gone => { let next = dsl; for (const e of gone) next = disconnect(next, e.source, e.target); history.change(next); }}>
               <Background gap={20} size={1} />
-              <Controls showInteractive={false} />
+              <Controls showInteractive={false} fitViewOptions={FIT} />
             </ReactFlow>
           </div>
           <form className="link-form" onSubmit={addLink} aria-label="Connect two components">

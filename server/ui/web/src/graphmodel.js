@@ -13,12 +13,15 @@ const PAD = { x: 30, top: 50, bottom: 30 };
 
 export const isContainer = type => CONTAINERS.has(type);
 
-/** RAGFlow's node type for a component ("Agent" -> "agentNode"; Begin is "beginNode"). */
+// RAGFlow's node type for each component (its canvas's NodeMap); any other is a "ragNode"
+const RAGFLOW_TYPES = { Begin: 'beginNode', Categorize: 'categorizeNode', Retrieval: 'retrievalNode', Message: 'messageNode',
+  Switch: 'switchNode', Iteration: 'iterationNode', IterationItem: 'iterationStartNode', Agent: 'agentNode', Note: 'noteNode',
+  DataOperations: 'dataOperationsNode', ListOperations: 'listOperationsNode', VariableAssigner: 'variableAssignerNode',
+  VariableAggregator: 'variableAggregatorNode', Loop: 'loopNode', LoopItem: 'loopStartNode', ExitLoop: 'exitLoopNode' };
+
+/** RAGFlow's node type for a component ("Agent" -> "agentNode"; most tools are "ragNode"). */
 export function ragflowNodeType(type) {
-  const special = { Retrieval: 'retrievalNode', Categorize: 'categorizeNode', Iteration: 'group', Loop: 'loopNode',
-    IterationItem: 'iterationStartNode', LoopItem: 'loopStartNode', UserFillUp: 'userFillUpNode' };
-  if (special[type]) return special[type];
-  return type ? `${type.charAt(0).toLowerCase()}${type.slice(1)}Node` : 'ragNode';
+  return RAGFLOW_TYPES[type] || 'ragNode';
 }
 
 function graphNodes(dsl) {
@@ -113,7 +116,7 @@ export function canvasItems(dsl) {
 }
 
 /** Positions for every item: the saved ones where all components have one, else a dagre layout. */
-export function layout(dsl) {
+export function layout(dsl, { rankdir = 'TB' } = {}) {
   const { items, edges, saved } = canvasItems(dsl);
   const comps = items.filter(i => i.kind === 'component');
   const allSaved = comps.length > 0 && comps.every(i => saved.has(i.id) && saved.get(i.id).position);
@@ -126,10 +129,10 @@ export function layout(dsl) {
     }
     placeMissing(items);
     sizeContainers(items);
-    return { items, edges };
+    return { items, edges, direction: 'LR' };        // RAGFlow draws left to right
   }
-  dagreLayout(items, edges);
-  return { items, edges };
+  dagreLayout(items, edges, rankdir);
+  return { items, edges, direction: rankdir };
 }
 
 function placeMissing(items) {
@@ -155,14 +158,16 @@ function sizeContainers(items) {
   }
 }
 
-function dagreGraph(rankdir = 'LR') {
+// top to bottom: a run view's panel is taller than wide, and a chain of components then reads at a
+// useful zoom (left to right, a ten-component chain would be drawn at a fifth of its size)
+function dagreGraph(rankdir = 'TB') {
   const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir, nodesep: 30, ranksep: 60, marginx: 10, marginy: 10 });
+  g.setGraph({ rankdir, nodesep: 30, ranksep: 45, marginx: 10, marginy: 10 });
   g.setDefaultEdgeLabel(() => ({}));
   return g;
 }
 
-function dagreLayout(items, edges) {
+function dagreLayout(items, edges, rankdir) {
   // a container's children first (a small graph of their own), which gives the container its size
   for (const group of items.filter(i => isContainer(i.type))) {
     const children = items.filter(i => i.parentId === group.id);
@@ -179,7 +184,7 @@ function dagreLayout(items, edges) {
     group.height = Math.max(160, (size.height || 0) + PAD.top + PAD.bottom);
   }
   const top = items.filter(i => !i.parentId);
-  const g = dagreGraph();
+  const g = dagreGraph(rankdir);
   for (const i of top) g.setNode(i.id, { width: i.width, height: i.height });
   const ids = new Set(top.map(i => i.id));
   for (const e of edges) if (ids.has(e.source) && ids.has(e.target)) g.setEdge(e.source, e.target);

@@ -7,6 +7,8 @@ import { useEffect, useId, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
 import { jsonError, pretty } from './util.js';
 
+const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
+  max_rounds: 'Most tool rounds', max_tokens: 'Most tokens', top_p: 'Top p', mcp: 'MCP servers' };
 const LONG = /prompt|content|text|script|sql|query|description|tips|template|code|instruction/i;
 
 /** A property's schema with `$ref` followed and `anyOf [X, null]` reduced to X. */
@@ -23,15 +25,17 @@ function resolve(schema, defs) {
 }
 
 function JsonField({ id, value, onChange, invalid, describedBy }) {
-  const [text, setText] = useState(pretty(value === undefined ? null : value));
+  const shown = v => (v === undefined ? '' : pretty(v));
+  const [text, setText] = useState(shown(value));
   const [error, setError] = useState('');
-  useEffect(() => { setText(pretty(value === undefined ? null : value)); setError(''); }, [JSON.stringify(value)]);     // eslint-disable-line react-hooks/exhaustive-deps
+  useEffect(() => { setText(shown(value)); setError(''); }, [JSON.stringify(value)]);     // eslint-disable-line react-hooks/exhaustive-deps
   return (
     <>
-      <textarea id={id} rows={Math.min(10, Math.max(2, text.split('\n').length))} spellCheck="false" value={text}
+      <textarea id={id} rows={Math.min(10, Math.max(2, text.split('\n').length))} spellCheck="false" value={text} placeholder="JSON"
         aria-invalid={invalid || Boolean(error)} aria-describedby={describedBy}
         onChange={e => {
           setText(e.target.value);
+          if (!e.target.value.trim()) { setError(''); onChange(undefined); return; }
           try { const parsed = JSON.parse(e.target.value); setError(''); onChange(parsed); } catch (err) { setError(jsonError(e.target.value, err)); }
         }} />
       {error ? <p className="field-error">{error}</p> : null}
@@ -72,7 +76,7 @@ function Field({ name, schema, value, onChange, problems, prefix }) {
   const mine = problems.filter(p => p.field === `params.${name}` || (p.field || '').startsWith(`params.${name}.`));
   const help = schema.description ? `${id}-help` : undefined;
   const errs = mine.length ? `${id}-problems` : undefined;
-  const label = <label htmlFor={id}>{schema.title && schema.title !== name && !/^[A-Z]/.test(name) ? fieldLabel(name, {}) : fieldLabel(name, {})}</label>;
+  const label = <label htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
   const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0}
     describedBy={[help, errs].filter(Boolean).join(' ') || undefined} />;
   return (

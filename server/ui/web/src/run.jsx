@@ -93,7 +93,10 @@ function RunView({ agent, session }) {
     loadSessions();
     if (session) {
       for (const m of session.messages || []) {
-        if (m.role === 'user' && !m.content) turn.dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
+        if (m.role === 'user' && m.fork) {
+          // a fork ran a past turn again: say so instead of showing its old question as a new one
+          turn.dispatch({ type: 'notice', level: 'meta', text: `Run again from ${m.fork.component_id}${m.fork.query !== undefined ? ` with the question “${m.fork.query}”` : ''}.` });
+        } else if (m.role === 'user' && !m.content) turn.dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
         else if (m.role === 'assistant' && !m.content) turn.dispatch({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' });
         else turn.dispatch({ type: 'message', role: m.role, content: m.content, reference: m.reference });
       }

@@ -89,9 +89,34 @@ function StepView({ turn, step, index, raw, open, onFork }) {
   );
 }
 
+/** A fork's question as it was edited (the first step's `sys.query`), else the turn's own. */
+export function turnQuery(turn) {
+  const first = ((turn.steps || [])[0] || {}).inputs || {};
+  if (turn.fork_of && typeof first['sys.query'] === 'string' && first['sys.query'] !== turn.query) return first['sys.query'];
+  return typeof turn.query === 'string' ? turn.query : pretty(turn.query);
+}
+
+function BranchSwitcher({ branches, shown, onPick }) {
+  if (!branches || branches.length < 2) return null;
+  return (
+    <div className="card branches">
+      <label htmlFor="branch-pick">Branch</label>
+      <select id="branch-pick" value={shown || ''} onChange={e => onPick(e.target.value || null)}>
+        {branches.map((b, i) => (
+          <option key={b.checkpoint_id} value={b.current ? '' : b.checkpoint_id}>
+            {b.current ? 'Current' : `Earlier branch ${branches.length - i}`}: {b.turns} turn{b.turns === 1 ? '' : 's'}
+            {b.fork_of ? `, run again from turn ${b.fork_of}` : ''} · {b.query || '(no question)'} · {b.status}
+          </option>
+        ))}
+      </select>
+      <p className="muted">{branches.length} branches: each “Run again from here” leaves the branch it started from.</p>
+    </div>
+  );
+}
+
 function TurnView({ turn, raw, openComponent, onFork, onShow }) {
   const steps = turn.steps || [];
-  const query = typeof turn.query === 'string' ? turn.query : pretty(turn.query);
+  const query = turnQuery(turn);
   return (
     <section className="card turn" data-turn={String(turn.turn)} aria-label={`Turn ${turn.turn}`}>
       <h2>Turn {turn.turn}{query ? <span className="query">: {query}</span> : null}</h2>
@@ -183,11 +208,14 @@ function TraceView({ agent, session, component }) {
   const [error, setError] = useState('');
   const [raw, setRaw] = useState(false);
   const [fork, setFork] = useState(null);
+  const [branch, setBranch] = useState(null);        // null: the current branch, else a checkpoint id
 
-  async function load() {
+  async function load(which = branch) {
     try {
-      const t = await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}/trace`);
+      const at = which ? `&checkpoint_id=${enc(which)}` : '';
+      const t = await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}/trace?branches=true${at}`);
       setTrace(t);
+      setError('');
       const last = (t.turns || []).at(-1);
       if (last && !turn.running) turn.setStates(statesFromSteps(last.steps || [], dsl, last.status));
     } catch (e) { setError(`The trace is not available: ${plainError(e.message)}`); }
@@ -206,7 +234,7 @@ function TraceView({ agent, session, component }) {
         <h1>Trace · {agent.title}</h1>
         <a className="button" href={route('agents', agentId, 'sessions', sessionId)}>Back to the chat</a>
         <label className="switch"><input type="checkbox" checked={raw} onChange={e => setRaw(e.target.checked)} /> Raw</label>
-        <button type="button" onClick={load}>Reload</button>
+        <button type="button" onClick={() => load()}>Reload</button>
       </div>
       <div className="trace-layout">
         <div className="trace-main">
@@ -215,10 +243,12 @@ function TraceView({ agent, session, component }) {
               <h2 id="fork-title">Run again from here</h2>
               <ForkForm key={`${fork.step.checkpoint_id}-${fork.step.component_id}`} agentId={agentId} sessionId={sessionId}
                 turn={fork.turn} step={fork.step} dsl={dsl} play={(...a) => { turn.dispatch({ type: 'clear' }); return turn.play(...a); }}
-                setStates={turn.setStates} onDone={load} onClose={() => setFork(null)} />
+                setStates={turn.setStates} onDone={() => { setBranch(null); load(null); }} onClose={() => setFork(null)} />
               <Chat items={turn.items} agentId={agentId} label="The new branch" />
             </section>
           ) : null}
+          <BranchSwitcher branches={trace && trace.branches} shown={branch}
+            onPick={id => { setBranch(id); setFork(null); load(id); }} />
           <div className="turns">
             {error ? <p className="error" role="alert">{error}</p> : null}
             {trace && !turns.length ? <p className="muted">This session has no turns yet.</p> : null}
