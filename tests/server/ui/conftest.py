@@ -55,6 +55,9 @@ def bob_token(ui_server):
     return make_token(ui_server.db, "bob")
 
 
+_WIPED = False
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).is_file():
@@ -63,9 +66,11 @@ def browser():
             pytest.fail(reason)
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
-    if ARTIFACTS.is_dir():            # this run's screenshots only
+    global _WIPED
+    if ARTIFACTS.is_dir() and not _WIPED:            # this run's screenshots only (every module's)
         for old in ARTIFACTS.glob("*.png"):
             old.unlink()
+    _WIPED = True
     with sync_playwright() as playwright:
         # Chromium's own sandbox needs user namespaces, which a root CI container does not give
         args = ["--no-sandbox"] if os.geteuid() == 0 else []

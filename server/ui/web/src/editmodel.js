@@ -79,11 +79,12 @@ export function newId(dsl, type) {
 }
 
 /** A free spot near `position`: moved right and down past the boxes already there. */
-export function freeSpot(dsl, position, parentId) {
-  const taken = ((dsl.graph && dsl.graph.nodes) || []).filter(n => (n.parentId || undefined) === parentId && n.position);
+export function freeSpot(dsl, position, parentId, rects = null) {
+  const taken = rects || ((dsl.graph && dsl.graph.nodes) || []).filter(n => (n.parentId || undefined) === parentId && n.position)
+    .map(n => ({ x: n.position.x, y: n.position.y, w: SIZE.width, h: SIZE.height }));
   let spot = { ...position };
   for (let i = 0; i < 50; i++) {
-    const hit = taken.some(n => Math.abs(n.position.x - spot.x) < SIZE.width + 20 && Math.abs(n.position.y - spot.y) < SIZE.height + 20);
+    const hit = taken.some(r => spot.x < r.x + r.w + 20 && r.x < spot.x + SIZE.width + 20 && spot.y < r.y + r.h + 20 && r.y < spot.y + SIZE.height + 20);
     if (!hit) return spot;
     spot = i % 4 === 3 ? { x: position.x, y: spot.y + SIZE.height + 30 } : { x: spot.x + SIZE.width + 40, y: spot.y };
   }
@@ -91,14 +92,15 @@ export function freeSpot(dsl, position, parentId) {
 }
 
 /** Add a component of `type` with the params' defaults at `position`, inside `parentId` when given. An
- * Iteration or Loop comes with its start item inside. Returns [dsl, id]. */
-export function addComponent(dsl, type, params, position, parentId) {
+ * Iteration or Loop comes with its start item inside; `rects` ({x, y, w, h}) are the boxes to keep clear of.
+ * Returns [dsl, id]. */
+export function addComponent(dsl, type, params, position, parentId, rects = null) {
   const out = clone(dsl);
   const id = newId(out, type);
   const entry = { obj: { component_name: type, params: clone(params || {}) }, downstream: [], upstream: [] };
   if (parentId) entry.parent_id = parentId;
   out.components = { ...componentsOf(out), [id]: entry };
-  graphOf(out).nodes.push(graphNode(id, type, params, freeSpot(out, position, parentId), parentId));
+  graphOf(out).nodes.push(graphNode(id, type, params, freeSpot(out, position, parentId, rects), parentId));
   if (START_OF[type]) {
     const start = newId(out, START_OF[type]);
     out.components[start] = { obj: { component_name: START_OF[type], params: {} }, downstream: [], upstream: [], parent_id: id };

@@ -124,9 +124,13 @@ function Editor({ agent, schemas }) {
       if (near && !components[selected].parent_id) position = { x: near.x + 260, y: near.y };
     }
     const defaults = spec ? defaultsOf(spec.schema) : {};
-    const [next, id] = addComponent(dsl, kind, defaults, position, parent);
+    const rects = drawn.items.filter(i => (i.parentId || undefined) === parent && i.position)
+      .map(i => ({ x: i.position.x, y: i.position.y, w: i.width || 200, h: i.height || 60 }));
+    const [next, id] = addComponent(dsl, kind, defaults, position, parent, rects);
     history.change(next);
     setSelected(id);
+    // bring the new box into view at the zoom the user chose
+    setTimeout(() => { const zoom = flow.getZoom(); flow.fitView({ nodes: [{ id }], minZoom: zoom, maxZoom: zoom, duration: 150 }); }, 60);
     notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
   }
   function remove(ids) {

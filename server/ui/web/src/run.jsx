@@ -7,7 +7,7 @@ import { RunCanvas } from './canvas.jsx';
 import { Chat } from './chat.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { fieldLabel } from './forms.jsx';
-import { statesFromSteps } from './runstate.js';
+import { statesFromSteps, stepsOfTurn } from './runstate.js';
 import { SessionsPanel } from './sessions.jsx';
 import { useTurn } from './turns.js';
 import { plainError, route } from './util.js';
@@ -103,7 +103,7 @@ function RunView({ agent, session }) {
       api('GET', `/agents/${enc(agentId)}/sessions/${enc(session.id)}/trace`).then(trace => {
         const last = (trace.turns || []).at(-1);
         if (!last || turn.running) return;
-        turn.setStates(statesFromSteps(last.steps || [], dsl, last.status));
+        turn.setStates(statesFromSteps(stepsOfTurn(trace.turns, last), dsl, last.status));
         const step = last.status === 'paused' && (last.steps || []).at(-1);
         if (!step) return;
         const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};

@@ -60,3 +60,12 @@ export function statesFromSteps(steps, dsl, status) {
   if (status === 'finished') states = finishTurn(states, dsl, {});
   return states;
 }
+
+/** A turn's steps as the canvas shows them: a fork's run starts at its fork point, so the steps of the
+ * turn it forked that ran before that point come first (on the fork's branch that turn holds just those). */
+export function stepsOfTurn(turns, turn) {
+  const steps = (turn && turn.steps) || [];
+  if (!turn || !turn.fork_of) return steps;
+  const forked = (turns || []).find(t => t.turn === turn.fork_of && t !== turn);
+  return forked ? [...(forked.steps || []), ...steps] : steps;
+}

@@ -8,7 +8,7 @@ import { api } from './api.js';
 import { RunCanvas } from './canvas.jsx';
 import { Chat } from './chat.jsx';
 import { Loading, PageError, useLoad } from './common.jsx';
-import { statesFromSteps } from './runstate.js';
+import { statesFromSteps, stepsOfTurn } from './runstate.js';
 import { useTurn } from './turns.js';
 import { jsonError, plainError, pretty, route, seconds, toDate, usageText } from './util.js';
 
@@ -114,6 +114,14 @@ function BranchSwitcher({ branches, shown, onPick }) {
   );
 }
 
+/** A step whose output a failed step was reading when it failed without inputs or a prompt of its own
+ * (a Message streaming an LLM's answer): it opens with the failure, since its prompt is the one that failed. */
+function feedsFailure(steps, i) {
+  const next = steps[i + 1];
+  const bare = s => !s.messages && !(s.inputs && Object.keys(s.inputs).length);
+  return Boolean(next && next.error && bare(next) && !steps[i].error);
+}
+
 function TurnView({ turn, raw, openComponent, onFork, onShow }) {
   const steps = turn.steps || [];
   const query = turnQuery(turn);
@@ -128,7 +136,8 @@ function TurnView({ turn, raw, openComponent, onFork, onShow }) {
       <button type="button" onClick={() => onShow(turn)}>Show turn {turn.turn} on the canvas</button>
       <ol className="steps">{steps.map((step, i) => (
         <li key={`${step.checkpoint_id}-${step.component_id}`}>
-          <StepView turn={turn} step={step} index={i} raw={raw} open={openComponent === step.component_id} onFork={onFork} />
+          <StepView turn={turn} step={step} index={i} raw={raw} onFork={onFork}
+            open={openComponent === step.component_id || feedsFailure(steps, i)} />
         </li>
       ))}</ol>
     </section>
@@ -159,7 +168,7 @@ function ForkForm({ agentId, sessionId, turn, step, dsl, play, onDone, onClose, 
     setStates(statesFromSteps(before, dsl, 'running'));
     let branch = null;
     try {
-      await play(`/agents/${enc(agentId)}/sessions/${enc(sessionId)}/fork`, body, { onSession: id => { branch = id; } });
+      await play(`/agents/${enc(agentId)}/sessions/${enc(sessionId)}/fork`, body, { onSession: id => { branch = id; }, keepStates: true });
       setResult({ branch });
       onDone();
     } catch (e) {
@@ -217,7 +226,7 @@ function TraceView({ agent, session, component }) {
       setTrace(t);
       setError('');
       const last = (t.turns || []).at(-1);
-      if (last && !turn.running) turn.setStates(statesFromSteps(last.steps || [], dsl, last.status));
+      if (last && !turn.running) turn.setStates(statesFromSteps(stepsOfTurn(t.turns, last), dsl, last.status));
     } catch (e) { setError(`The trace is not available: ${plainError(e.message)}`); }
   }
   useEffect(() => {
@@ -255,7 +264,7 @@ function TraceView({ agent, session, component }) {
             {turns.map(t => (
               <TurnView key={t.turn} turn={t} raw={raw} openComponent={openTurn === t ? component : null}
                 onFork={(tt, step) => { turn.abort(); setFork({ turn: tt, step }); }}
-                onShow={tt => turn.setStates(statesFromSteps(tt.steps || [], dsl, tt.status))} />
+                onShow={tt => turn.setStates(statesFromSteps(stepsOfTurn(turns, tt), dsl, tt.status))} />
             ))}
           </div>
         </div>

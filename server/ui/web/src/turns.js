@@ -10,7 +10,7 @@ const CANCELLED = 'Task has been canceled';
 /**
  * The conversation items, the components' states and a `play(path, body, hooks)` that streams a turn into
  * both. Every event is drawn as it arrives (flushSync), so a state that lasts a moment is still shown.
- * hooks: onSession(id), onForm(data), onStart(). Resolves to {cancelled, failed, paused, answered}.
+ * hooks: onSession(id), onForm(data), keepStates (a fork: the states set before it stay). Resolves to {cancelled, failed, paused, answered}.
  */
 export function useTurn(dsl) {
   const [items, dispatch] = useReducer(chatReducer, []);
@@ -35,7 +35,8 @@ export function useTurn(dsl) {
         const cancelled = event.event === 'workflow_finished' && data.outputs === CANCELLED;
         if (cancelled) outcome.cancelled = true;
         flushSync(() => {
-          setStates(s => applyRunEvent(s, event, dslRef.current));
+          // a fork keeps the steps before its fork point as they were (its run starts from there)
+          if (!(hooks.keepStates && event.event === 'workflow_started')) setStates(s => applyRunEvent(s, event, dslRef.current));
           dispatch({ type: 'event', event });
           if (cancelled) {
             dispatch({ type: 'notice', level: 'warning', text: outcome.answered
