@@ -99,6 +99,14 @@ def test_moving_undo_redo_delete_and_save_a_new_version(browsing, ui_server, ali
     assert abs(llm.bounding_box()["y"] - before["y"]) < 2
     press(b, "Redo")
     assert abs(llm.bounding_box()["y"] - moved["y"]) < 2
+    # by keyboard: a focused, selected box moves with the arrow keys
+    llm.focus()
+    b.page.keyboard.press("Enter")
+    for _ in range(4):
+        b.page.keyboard.press("ArrowRight")
+    expect(b.page.get_by_role("heading", name="LLM:A")).to_be_visible()
+    assert llm.bounding_box()["x"] > moved["x"] + 5
+    press(b, "Undo")
     # delete Message:M with the Delete key: the box and its edge go
     node(b, "Message:M").click()
     b.page.keyboard.press("Delete")

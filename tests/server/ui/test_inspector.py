@@ -477,7 +477,7 @@ def test_the_readme_setup_gives_a_tenant_the_demo_agent_to_run_in_the_browser(br
     from tests.server.helpers import Server
     from tests.server.ui.conftest import Browsing
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```sh\n(.*?)```", readme[readme.index("**Run inspector.**"):], re.S).group(1)
+    block = re.search(r"```sh\n(.*?)```", readme[readme.index("**Web UI: canvas editor and run view.**"):], re.S).group(1)
     setup, serve = block.strip().splitlines()
     assert serve.startswith(".venv/bin/canvas2graph serve --llm-script ")
     db = tmp_path / "sessions.db"

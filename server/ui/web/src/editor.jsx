@@ -103,6 +103,9 @@ function Editor({ agent, schemas }) {
   });
 
   function onNodesChange(changes) {
+    // selection by keyboard (Enter on a focused box) as by click
+    const picked = changes.find(c => c.type === 'select' && c.selected);
+    if (picked) setSelected(picked.id);
     const moves = changes.filter(c => c.type === 'position');
     if (!moves.length) return;
     const current = dragging || nodes;
