@@ -291,7 +291,8 @@ def _heads(history: list) -> list:
 
 async def abranches(graph, config: dict) -> list[dict]:
     """Every branch of the thread a fork left, newest first: {checkpoint_id (its newest checkpoint, which
-    `atrace` takes to trace it), current, turns, query (its last turn's), status, started_at, fork_of}."""
+    `atrace` takes to trace it), current, turns, query (its last turn's; a fork's as edited), status,
+    started_at, fork_of}."""
     from compiler.canvas import canvas_of
     history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
     if not history:
@@ -305,8 +306,11 @@ async def abranches(graph, config: dict) -> list[dict]:
         if not turns:
             continue
         last = turns[-1]
+        # a fork's question as it was edited (the forked step's `sys.query`), else the turn's own
+        edited = ((last["steps"][0].get("inputs") or {}).get("sys.query") if last.get("fork_of") and last["steps"]
+                  else None)
         out.append({"checkpoint_id": checkpoint_id, "current": checkpoint_id == current, "turns": len(turns),
-                    "query": last["query"], "status": last["status"], "started_at": last["started_at"],
+                    "query": edited if isinstance(edited, str) else last["query"], "status": last["status"], "started_at": last["started_at"],
                     "fork_of": last.get("fork_of")})
     return out
 

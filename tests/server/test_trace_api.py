@@ -178,8 +178,8 @@ def test_branches_lists_every_branch_a_fork_left_and_each_traces_its_own_turns(s
     alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
                  {"checkpoint_id": switch["checkpoint_id"], "inputs": {"sys.query": "And RAGFlow?"}, "stream": True})
     branches = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?branches=true")["branches"]
-    assert [(b["current"], b["turns"], b["fork_of"], b["status"]) for b in branches] == [
-        (True, 3, 2, "finished"), (False, 2, None, "finished")]
+    assert [(b["current"], b["turns"], b["fork_of"], b["status"], b["query"]) for b in branches] == [
+        (True, 3, 2, "finished", "And RAGFlow?"), (False, 2, None, "finished", "Hi there")]
     old = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?checkpoint_id={branches[1]['checkpoint_id']}")
     assert [s["component_id"] for s in old["turns"][1]["steps"]] == ["begin", "LLM:Kind", "Switch:S", "Message:E"]
     assert "branches" not in trace_of(alice, agent_id, session_id)

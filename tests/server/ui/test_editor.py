@@ -133,10 +133,12 @@ def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(b
     # with the Iteration selected, a new component goes inside it
     b.page.get_by_label("Component", exact=True).select_option("StringTransform")
     press(b, "Add component")
-    inner = node(b, "StringTransform:1").bounding_box()
-    outer = group.bounding_box()
-    assert outer["x"] <= inner["x"] and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 1
-    assert outer["y"] <= inner["y"] and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 1
+    # drawn inside the group once the view settles (it scrolls to the new box)
+    b.page.wait_for_function("""() => {
+        const box = id => document.querySelector(`.editor-canvas .react-flow__node[data-id="${id}"]`).getBoundingClientRect();
+        const i = box('StringTransform:1'), o = box('Iteration:1');
+        return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
+    }""", timeout=5000)
     b.page.get_by_role("button", name="Close").click()
     # an Agent with a tool: the tool's own params form, and the tool drawn below the Agent
     b.page.get_by_label("Component", exact=True).select_option("Agent")
@@ -183,6 +185,23 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     assert {k: v for k, v in now["begin"].items() if k != "position"} == {k: v for k, v in was["begin"].items() if k != "position"}
     assert {i: n for i, n in now.items() if i != "begin"} == {i: n for i, n in was.items() if i != "begin"}
     assert moved["edges"] == dsl["graph"]["edges"]
+
+
+def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_server, alice_token):
+    kinds = [c for c in Api(ui_server, alice_token).ok("GET", "/components")
+             if c["kind"] in ("component", "container", "exit", "tool") and c["component_name"] != "Begin"]
+    assert len(kinds) > 35
+    b = fresh_editor(browsing, alice_token)
+    for spec in kinds:
+        name = spec["component_name"]
+        b.page.get_by_label("Component", exact=True).select_option(name)
+        press(b, "Add component")
+        form = b.page.get_by_role("form", name=f"Params of {name}:1")
+        expect(form).to_be_visible()
+        own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
+        expect(form.locator(".param-field, fieldset.tools-field")).to_have_count(len(own) + len(spec["common"]))
+        b.page.get_by_role("button", name="Close").click()
+    assert b.errors == []
 
 
 def test_the_editor_reads_at_400_pixels(browsing, alice_token):

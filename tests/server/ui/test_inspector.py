@@ -362,6 +362,8 @@ def test_an_answer_from_a_knowledge_base_lists_its_sources(browsing, ui_server, 
     assert index.returncode == 0, index.stderr
     b = at_new_agent(browsing, ui_server, alice_token, json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), "Support KB")
     send(b, "I was charged twice for my order")
+    # the first retrieval loads the embedding model: on a busy machine that takes a while
+    expect(b.page.get_by_role("status").filter(has_text=re.compile("^Finished"))).to_be_visible(timeout=90_000)
     sources = b.page.locator(".message.assistant .citations").last
     sources.locator("summary").click()
     expect(sources).to_contain_text("refunds.md")

@@ -61,7 +61,9 @@ export function PageError({ error }) {
   return (
     <div className="card">
       <h1>{missing ? 'Not found' : 'Something went wrong'}</h1>
-      <p className="error" role="alert">{plainError(error.message)}</p>
+      <p className="error" role="alert">{missing
+        ? 'This page was not found: what it shows does not exist, or belongs to another tenant.'
+        : plainError(error.message)}</p>
       <p><a href="#/agents">Back to the agents</a></p>
     </div>
   );
