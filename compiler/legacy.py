@@ -76,15 +76,17 @@ class Migration:
         self.source = dsl
         self.notes: list[Diagnostic] = []
         self.old: dict[str, _Old] = {}
+        self.new: dict[str, dict] = {}
         for cid, raw in dsl["components"].items():
-            if not isinstance(raw, dict) or not isinstance(raw.get("obj"), dict):
+            if not isinstance(raw, dict) or not isinstance(raw.get("obj"), dict) or not isinstance(_name(raw), str):
+                self.new[cid] = raw         # kept as it is: loading it reports what is wrong
                 continue
             params = raw["obj"].get("params")
             down = raw.get("downstream")
             self.old[cid] = _Old(cid, _name(raw), copy.deepcopy(params) if isinstance(params, dict) else {},
                                  [d for d in down if isinstance(d, str)] if isinstance(down, list) else [],
                                  raw.get("parent_id") or None)
-        self.new: dict[str, dict] = {}
+            self._check_params(self.old[cid])
         self.variables: dict[str, dict] = {}
         self.redirect: dict[str, dict[str, str]] = {}   # upstream id -> {old target: new target}
 
@@ -110,6 +112,26 @@ class Migration:
 
     def error(self, cid: str, message: str, field: str | None = None) -> None:
         self.notes.append(Diagnostic("legacy-unsupported", message, component_id=cid, field=field))
+
+    def _check_params(self, cpn: _Old) -> None:
+        """The old params the migration reads, each of the shape the old engine took; a wrong one is an
+        error naming it, and is read as empty so that every wrong field is reported in one pass."""
+        for key, value in list(cpn.params.items()):
+            shape = PARAM_SHAPES.get(key)
+            if shape is None or value is None:
+                continue
+            kinds, element, what = shape
+            ok = isinstance(value, kinds) and not isinstance(value, bool)
+            if ok and element is not None:
+                values = value.values() if isinstance(value, dict) else value
+                ok = all(isinstance(v, element) for v in values)
+            if not ok:
+                self.error(cpn.id, f"{key} must be {what} in an old canvas, not {type(value).__name__}", f"params.{key}")
+                cpn.params[key] = kinds[0]() if isinstance(kinds, tuple) else kinds()
+        for cond in cpn.params.get("conditions") or []:
+            if not isinstance(cond.get("items", []), list) or not all(isinstance(i, dict) for i in cond.get("items") or []):
+                self.error(cpn.id, "a condition's items must be a list of objects", "params.conditions")
+                cond["items"] = []
 
     # --- edges ------------------------------------------------------------------------------------
     def _route_targets_as_edges(self) -> None:
@@ -179,7 +201,7 @@ class Migration:
         if sources:
             parts = []
             for q in sources:
-                if q.get("component_id"):
+                if isinstance(q.get("component_id"), str) and q["component_id"]:
                     ref = self.text_ref(q["component_id"])
                     parts.append("{" + ref + "}" if ref else "")
                 elif q.get("value"):
@@ -210,8 +232,8 @@ class Migration:
     def prompt_text(self, cid: str, text: str) -> str:
         """An old prompt with `{input}`, `{Component:Id}` and `parameters` keys made into references."""
         cpn = self.old[cid]
-        keys = {p.get("key"): p.get("component_id") for p in cpn.params.get("parameters") or []
-                if isinstance(p, dict) and p.get("key") and p.get("component_id")}
+        keys = {p["key"]: p["component_id"] for p in cpn.params.get("parameters") or []
+                if isinstance(p.get("key"), str) and p["key"] and isinstance(p.get("component_id"), str)}
         used_refs = False
 
         def component(m: re.Match) -> str:
@@ -276,7 +298,7 @@ class Migration:
     def _m_Begin(self, cpn: _Old) -> None:
         inputs = {}
         for q in cpn.params.get("query") or []:
-            if isinstance(q, dict) and q.get("key"):
+            if isinstance(q.get("key"), str) and q["key"]:
                 inputs[q["key"]] = {k: v for k, v in q.items() if k != "key"}
         params = {"prologue": cpn.params.get("prologue", ""), "mode": "conversational"}
         if inputs:
@@ -356,7 +378,7 @@ class Migration:
                 continue
             items = []
             for item in cond.get("items") or []:
-                if not isinstance(item, dict) or not item.get("cpn_id"):
+                if not isinstance(item.get("cpn_id"), str) or not item["cpn_id"]:
                     continue
                 ref = self.text_ref(item["cpn_id"]) or "sys.query"
                 items.append({"cpn_id": ref, "operator": item.get("operator", ""), "value": item.get("value", "")})
@@ -384,8 +406,9 @@ class Migration:
     def _m_Code(self, cpn: _Old) -> None:
         arguments = {}
         for arg in cpn.params.get("arguments") or []:
-            if isinstance(arg, dict) and arg.get("name"):
-                arguments[arg["name"]] = self.text_ref(arg.get("component_id") or "") or "sys.query"
+            if isinstance(arg.get("name"), str) and arg["name"]:
+                source = arg.get("component_id")
+                arguments[arg["name"]] = (self.text_ref(source) if isinstance(source, str) else "") or "sys.query"
         self.put(cpn, "CodeExec", {"lang": cpn.params.get("lang", "python"), "script": cpn.params.get("script", ""),
                                    "arguments": arguments,
                                    "outputs": {"result": {"type": "string", "value": ""}}})
@@ -435,7 +458,7 @@ class Migration:
     def _turns(self) -> None:
         """Begin leads where the first Answer led; several Answers resume through env.legacy_answer."""
         for up, moves in self.redirect.items():
-            if up in self.new:
+            if up in self.old and up in self.new:
                 self.new[up]["downstream"] = [moves.get(d, d) for d in self.new[up]["downstream"]]
         answers = [c for c in self.old.values() if c.name == "Answer"]
         begin = next((c for c in self.old.values() if c.name == "Begin"), None)
@@ -478,9 +501,25 @@ class Migration:
     def _lead_to(self, gone: str, instead: list[str]) -> None:
         """Edges into a component that was left out lead to `instead`."""
         for entry in self.new.values():
-            if gone in entry["downstream"]:
+            if isinstance(entry, dict) and isinstance(entry.get("downstream"), list) and gone in entry["downstream"]:
                 at = entry["downstream"].index(gone)
                 entry["downstream"][at:at + 1] = [d for d in instead if d not in entry["downstream"]]
+
+
+# What the migration reads of the old params: (types, element type, in words).
+PARAM_SHAPES: dict[str, tuple] = {
+    "query": ((list,), dict, "a list of sources ({component_id} or {value})"),
+    "parameters": ((list,), dict, "a list of {key, component_id}"),
+    "arguments": ((list,), dict, "a list of {name, component_id}"),
+    "conditions": ((list,), dict, "a list of conditions"),
+    "category_description": ((dict,), dict, "an object of categories"),
+    "messages": ((list,), str, "a list of texts"),
+    "post_answers": ((list,), str, "a list of texts"),
+    "end_cpn_id": ((str, list), None, "a component id"),
+    **{k: ((str,), None, "text") for k in ("prompt", "content", "delimiter", "language", "lang", "script",
+                                            "target_lang", "prologue", "yes", "no")},
+    **{k: ((int, float), None, "a number") for k in ("top_n", "message_history_window_size")},
+}
 
 
 def _ids(value: Any) -> list[str]:

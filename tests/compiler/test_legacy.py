@@ -178,3 +178,38 @@ def test_the_migration_leaves_the_old_canvas_untouched():
     before = json.dumps(doc, sort_keys=True)
     migrate_legacy(doc["dsl"])
     assert json.dumps(doc, sort_keys=True) == before
+
+
+# --- broken old canvases: a diagnostic, never a traceback ----------------------------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+ODD = st.one_of(st.none(), st.integers(), st.text(max_size=8), st.lists(st.text(max_size=4), max_size=3),
+                st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2))
+PLACES = st.sampled_from(["downstream", "parent_id", "obj.params", "obj.params.query", "obj.params.prompt",
+                          "obj.params.category_description", "obj.params.conditions", "obj.params.delimiter",
+                          "obj.params.parameters", "obj.params.messages", "obj.params.post_answers",
+                          "obj.params.end_cpn_id", "obj.params.arguments", "obj.component_name"])
+
+
+def _plant(doc: dict, cid: str, place: str, value) -> None:
+    target = doc["components"][cid]
+    *path, last = place.split(".")
+    for key in path:
+        if not isinstance(target.get(key), dict):
+            return
+        target = target[key]
+    target[last] = value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(template=st.sampled_from(TEMPLATES), data=st.data())
+def test_an_old_canvas_with_odd_values_gets_diagnostics_not_a_crash(template, data):
+    doc = old(template.name)["dsl"]
+    for _ in range(data.draw(st.integers(1, 3))):
+        cid = data.draw(st.sampled_from(sorted(doc["components"])))
+        _plant(doc, cid, data.draw(PLACES), data.draw(ODD))
+    try:
+        canvas2graph.load(doc, default_llm=LLM)
+    except CompileError as e:
+        assert all(d.message for d in e.diagnostics)
