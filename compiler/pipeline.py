@@ -14,6 +14,8 @@ from compiler.model import CanvasDSL
 from compiler.plan import FINISH, Edge, Plan, CanvasInfo, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
+NOT_YET = {"TitleChunker": "TitleChunker (chunking by heading levels)",
+           "Compiler": "the Compiler (RAGFlow's knowledge compilation)"}
 PIPELINE_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
 
 
@@ -31,9 +33,10 @@ def plan_pipeline(dsl: CanvasDSL, out: Collector) -> Plan:
         name = entry.component_name
         spec = lookup_pipeline(name)
         if spec is None:
-            if name == "Compiler":
-                out.error("unsupported", "the Compiler (RAGFlow's knowledge compilation) is not run by canvas2graph "
-                          "yet: remove it to ingest with the rest of the pipeline", cid, "obj.component_name")
+            if name in NOT_YET:
+                out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet: "
+                          "replace it (a TokenChunker) or remove it to ingest with the rest of the pipeline",
+                          cid, "obj.component_name")
             elif lookup(name) is not None:
                 out.error("unsupported", f"'{name}' is an agent component: an ingestion pipeline holds File, Parser, "
                           "TokenChunker, TitleChunker, Extractor and Tokenizer", cid, "obj.component_name")

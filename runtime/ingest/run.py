@@ -111,6 +111,11 @@ class Ingestor:
         """The file's content and the pipeline's: either changing means ingesting the file again."""
         return hashlib.sha256(data).hexdigest() + ":" + self.compiled.digest[:16]
 
+    def thread_config(self, doc_id: str, digest: str) -> dict[str, Any]:
+        """The LangGraph thread of one file's run: the same file and pipeline continue the same thread."""
+        return {"configurable": {"thread_id": f"ingest:{self.kb_id}:{doc_id}:{digest[:24]}"},
+                "recursion_limit": len(self.compiled.plan.nodes) + 10}
+
     async def _one(self, item: FileItem, report: IngestReport, tokenizer) -> None:
         try:
             data = item.path.read_bytes()
@@ -122,8 +127,7 @@ class Ingestor:
         if self.store.document_hash(doc_id) == digest:
             report.unchanged += 1
             return await self._emit({"event": "file_skipped", "data": {**base, "reason": "unchanged"}})
-        config = {"configurable": {"thread_id": f"ingest:{self.kb_id}:{doc_id}:{digest[:24]}"},
-                  "recursion_limit": len(self.compiled.plan.nodes) + 10}
+        config = self.thread_config(doc_id, digest)
         snapshot = await self.graph.aget_state(config)
         resumed = bool(snapshot.values) and bool(snapshot.next)
         await self._emit({"event": "file_started", "data": {**base, "resumed": resumed}})
