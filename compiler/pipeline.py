@@ -14,8 +14,7 @@ from compiler.model import CanvasDSL
 from compiler.plan import FINISH, Edge, Plan, CanvasInfo, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
-NOT_YET = {"TitleChunker": "TitleChunker (chunking by heading levels)",
-           "Compiler": "the Compiler (RAGFlow's knowledge compilation)"}
+NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation)"}
 PIPELINE_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
 
 
@@ -35,7 +34,7 @@ def plan_pipeline(dsl: CanvasDSL, out: Collector) -> Plan:
         if spec is None:
             if name in NOT_YET:
                 out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet: "
-                          "replace it (a TokenChunker) or remove it to ingest with the rest of the pipeline",
+                          "remove it to ingest with the rest of the pipeline",
                           cid, "obj.component_name")
             elif lookup(name) is not None:
                 out.error("unsupported", f"'{name}' is an agent component: an ingestion pipeline holds File, Parser, "

@@ -33,17 +33,13 @@ def _ranks_file() -> Path | None:
 
 def _load() -> tuple[str, Callable[[str], int]]:
     try:
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
-        from tiktoken_ext.openai_public import cl100k_base
+        import tiktoken  # noqa: F401
     except ImportError:
         return "estimate", _estimate
     path = _ranks_file()
     if path is None:
         return "estimate", _estimate
-    spec: dict[str, Any] = dict(_spec_without_download(cl100k_base))
-    spec["mergeable_ranks"] = load_tiktoken_bpe(str(path))
-    encoding = tiktoken.Encoding(**spec)
+    encoding = _encoding()
 
     def count(text: str) -> int:
         try:
@@ -93,3 +89,28 @@ def reset() -> None:
     global _counter
     with _lock:
         _counter = None
+        _encoding_cache.clear()
+
+
+def truncate(text: str, max_tokens: int) -> str:
+    """The first `max_tokens` tokens of `text` (RAGFlow's common.token_utils.truncate)."""
+    name, _ = _get()
+    if name == "estimate":
+        return text[:max_tokens * 4]
+    import tiktoken  # noqa: F401  (loaded by _get)
+    encoding = _encoding()
+    return encoding.decode(encoding.encode(text)[:max_tokens])
+
+
+_encoding_cache: list = []
+
+
+def _encoding():
+    if not _encoding_cache:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+        from tiktoken_ext.openai_public import cl100k_base
+        spec = dict(_spec_without_download(cl100k_base))
+        spec["mergeable_ranks"] = load_tiktoken_bpe(str(_ranks_file()))
+        _encoding_cache.append(tiktoken.Encoding(**spec))
+    return _encoding_cache[0]
