@@ -135,7 +135,8 @@ class Ingestor:
             file = {"name": item.name, "path": str(item.path.resolve()), "size": len(data), "sha256": digest[:64]}
             graph_input = None if resumed else {"file": file, "kb": {"id": self.kb_id, "embd_id": self.embd_id}}
             async for chunk in self.graph.astream(graph_input, config, context=self.context, stream_mode="custom"):
-                await self._emit({**chunk, "data": {**chunk["data"], "name": item.name}})
+                if isinstance(chunk, dict) and chunk.get("event") == "progress":    # models write their own items
+                    await self._emit({**chunk, "data": {**chunk["data"], "name": item.name}})
             snapshot = await self.graph.aget_state(config)
         values = snapshot.values
         if values.get("error"):
