@@ -36,7 +36,7 @@ class TokenChunkerParams(PipelineParams):
     delimiter_mode: str = "delimiter"
     chunk_token_size: int = Field(512, gt=0)
     delimiters: list[str] = Field(default_factory=lambda: ["\n"])
-    overlapped_percent: float = Field(0, ge=0, lt=100)
+    overlapped_percent: float = Field(0, ge=0, le=1)          # a fraction, as RAGFlow checks it
     children_delimiters: list[str] = Field(default_factory=list)
     table_context_size: float = Field(0, ge=0)
     image_context_size: float = Field(0, ge=0)
