@@ -26,8 +26,10 @@ def add_ingest_command(sub) -> None:
     i.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER", help="files, or folders to ingest every file of")
     i.add_argument("--kb", required=True, help="the dataset the chunks belong to (what an agent's Retrieval lists "
                                                "in dataset_ids)")
-    i.add_argument("--retrieval", help="retrieval store: sqlite:///path (default: retrieval.db beside the sessions "
-                                       "database)")
+    i.add_argument("--retrieval", help="where the chunks go: sqlite:///path (default: retrieval.db beside the sessions "
+                                       "database) or elasticsearch://[user:pass@]host:port (RAGFlow's indexes)")
+    i.add_argument("--tenant", help="Elasticsearch: the dataset's tenant, whose index ragflow_<tenant> holds it "
+                                    "(default: the retrieval config's, else found from the dataset's chunks)")
     add_db(i, "checkpoints of each file's run (a SQLite file or a postgresql:// URL); the default store lives "
               "in its folder")
     i.add_argument("--llm-script", help="JSON script of model replies for the Extractors (offline runs)")
@@ -68,9 +70,7 @@ async def _ingest(compiled, args) -> int:
     store = open_backend(args.retrieval or None, session_db=args.db)
     try:
         if not isinstance(store, EmbeddedBackend):
-            print(f"canvas2graph: ingest writes to the embedded store (sqlite:///path); writing to "
-                  f"{store.describe()} is not supported yet", file=sys.stderr)
-            return 2
+            store = await _es_sink(store, args)
         environment = RunEnvironment(RunSettings(llm_script=args.llm_script, models_config=args.models, db=args.db))
         context = environment.context(f"ingest:{args.kb}")
         embedder = store.models.embedder(args.embd_id) if args.embd_id else None
@@ -88,6 +88,21 @@ async def _ingest(compiled, args) -> int:
         print(f"{args.kb}: {report.ingested} file(s) ingested ({report.chunks} chunks), {report.unchanged} unchanged, "
               f"{report.failed} failed, in {store.describe()}")
     return 0 if report.failed == 0 else 1
+
+
+async def _es_sink(backend, args):
+    """The Elasticsearch index the dataset lives in: --tenant, the config's tenant, or discovery."""
+    from runtime.ingest.es_sink import ElasticsearchSink
+    from runtime.retrieval import RetrievalError
+    tenant = args.tenant or backend.cfg.tenants.get(args.kb)
+    if not tenant:
+        try:
+            tenant = await backend.tenant_of(args.kb)
+        except RetrievalError:
+            await backend.aclose()
+            raise UsageError(f"dataset {args.kb} is not in Elasticsearch yet: name its tenant with --tenant "
+                             "(its chunks go to the index ragflow_<tenant>)")
+    return ElasticsearchSink(backend, tenant)
 
 
 def _printer(fmt: str):

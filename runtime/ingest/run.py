@@ -25,6 +25,13 @@ from runtime.retrieval.indexing import doc_id_for
 OnEvent = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 
+async def _call(fn, *args, **kwargs):
+    """A store's method: awaited when it is async (Elasticsearch), else run in a thread (SQLite)."""
+    if asyncio.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
 class IngestError(Exception):
     """A problem with what ingestion was asked to do (no files, a store it cannot write)."""
 
@@ -71,7 +78,8 @@ def expand(paths: Iterable[str]) -> list[FileItem]:
 
 
 class Ingestor:
-    """Ingests files with one compiled pipeline into one dataset of an embedded store."""
+    """Ingests files with one compiled pipeline into one dataset of a store: the embedded store, or
+    Elasticsearch through `runtime.ingest.es_sink.ElasticsearchSink`."""
 
     def __init__(self, compiled, saver, store, context, *, kb_id: str, embd_id: str | None = None,
                  embedder=None, on_event: OnEvent | None = None):
@@ -98,7 +106,7 @@ class Ingestor:
         from runtime.retrieval.tokenizer import get_tokenizer
         report = IngestReport(files=len(items))
         started = time.perf_counter()
-        self.store.ensure_dataset(self.kb_id, self.embd_id)
+        await _call(self.store.ensure_dataset, self.kb_id, self.embd_id)
         tokenizer = await asyncio.to_thread(get_tokenizer)
         await self._emit({"event": "ingest_started", "data": {"kb_id": self.kb_id, "files": len(items)}})
         for item in items:
@@ -124,7 +132,7 @@ class Ingestor:
         digest = self.content_hash(data)
         doc_id = doc_id_for(self.kb_id, item.name)
         base = {"name": item.name, "doc_id": doc_id}
-        if self.store.document_hash(doc_id) == digest:
+        if await _call(self.store.document_hash, doc_id) == digest:
             report.unchanged += 1
             return await self._emit({"event": "file_skipped", "data": {**base, "reason": "unchanged"}})
         config = self.thread_config(doc_id, digest)
@@ -169,7 +177,7 @@ class Ingestor:
         fields, vectors, metadata = await asyncio.to_thread(
             stored_chunks, chunks, doc_id=doc_id, kb_id=self.kb_id, name=item.name, tokenizer=tokenizer)
         has_vectors = any(v is not None for v in vectors)
-        await asyncio.to_thread(self.store.put_document, kb_id=self.kb_id, doc_id=doc_id, name=item.name,
+        await _call(self.store.put_document, kb_id=self.kb_id, doc_id=doc_id, name=item.name,
                                 source=str(item.path.resolve()), content_hash=digest, chunks=fields,
                                 vectors=vectors if has_vectors else None, meta_fields=metadata)
         return len(fields)

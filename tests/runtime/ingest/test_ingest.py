@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,11 @@ SHIPPED = sorted((HERE / "ragflow_pipelines").glob("*.json"))
 PIPELINE = REPO / "fixtures" / "kb" / "pipeline.json"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str, env_config: Path | None = None) -> subprocess.CompletedProcess:
+    """The command line; `env_config` is a retrieval config file ($CANVAS2GRAPH_RETRIEVAL_CONFIG)."""
+    env = {**os.environ, **({"CANVAS2GRAPH_RETRIEVAL_CONFIG": str(env_config)} if env_config else {})}
     return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
 
 
 def mixed_folder(root: Path) -> Path:
