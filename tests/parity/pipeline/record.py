@@ -2,10 +2,11 @@
 
     $ORACLE_PY tests/parity/pipeline/record.py [CASE.json ...]     # default: every case in cases/
 
-Each case file holds the chunker (`component`: TokenChunker or TitleChunker), its `params` and the
-`upstream` outputs it receives (a Parser's `json`, `markdown`, `text` or `html`); this script runs
-RAGFlow's real component class (rag/flow/chunker at the oracle's commit) on them and writes what it
-output as the case's `expected`. `test_parity.py` runs canvas2graph's component on the same input.
+Each case file holds the component (`component`: TokenChunker, TitleChunker or Extractor), its `params`
+and the `upstream` outputs it receives (a Parser's `json`, `markdown`, `text` or `html`; an Extractor's
+chunks, with the `script` of its model's replies); this script runs RAGFlow's real component class
+(rag/flow at the oracle's commit) on them and writes what it output as the case's `expected` (and an
+Extractor's model requests as `calls`). `test_parity.py` runs canvas2graph's component on the same input.
 
 The oracle (../shared/oracle) stubs RAGFlow's infrastructure; three more stand-ins are needed here, none
 of them on the chunkers' path: `pdfplumber` and `PIL` (imported for PDF previews, which these cases
@@ -78,7 +79,35 @@ def canvas():
     return Canvas()
 
 
+def run_extractor(case: dict) -> tuple[list[dict], list[dict]]:
+    """RAGFlow's Extractor in a real Canvas with the oracle's scripted model: the chunks it wrote and
+    the messages of every model call."""
+    sys.modules.setdefault("xxhash", types.ModuleType("xxhash"))        # only its `toc` field hashes
+    from run_oracle import Oracle, TENANT_ID
+    oracle = Oracle()
+    oracle.fake_llm.SCRIPT.load(case["script"])
+    source = case["upstream_component"]
+    dsl = {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": [], "upstream": []},
+        source: {"obj": {"component_name": "TokenChunker", "params": {}}, "downstream": ["Extractor:P"],
+                 "upstream": []},
+        "Extractor:P": {"obj": {"component_name": "Extractor", "params": case["params"]}, "downstream": [],
+                        "upstream": [source]}},
+        "history": [], "path": [], "retrieval": [], "globals": {}}
+    canvas = oracle.Canvas(json.dumps(dsl), TENANT_ID, task_id="parity", canvas_id="parity")
+    canvas.get_component_obj(source).set_output("chunks", case["upstream"]["chunks"])
+    extractor = canvas.get_component_obj("Extractor:P")
+    asyncio.run(extractor._invoke(**case["upstream"]))
+    if extractor.output("_ERROR"):
+        raise RuntimeError(f"Extractor failed: {extractor.output('_ERROR')}")
+    calls = [{"messages": c["messages"]} for c in oracle.fake_llm.SCRIPT.calls]
+    return extractor.output("chunks"), calls
+
+
 def run_case(case: dict) -> list[dict]:
+    if case["component"] == "Extractor":
+        chunks, case["calls"] = run_extractor(case)
+        return chunks
     if case["component"] == "TokenChunker":
         from rag.flow.chunker.token_chunker import TokenChunker as cls, TokenChunkerParam as param_cls
     else:
@@ -97,6 +126,7 @@ def run_case(case: dict) -> list[dict]:
 
 def main(paths: list[str]) -> int:
     bootstrap()
+    sys.path.insert(0, str(ORACLE_HARNESS))
     files = [Path(p) for p in paths] or sorted((HERE / "cases").glob("*.json"))
     for path in files:
         case = json.loads(path.read_text(encoding="utf-8"))

@@ -45,10 +45,28 @@ def ragflows_token_counts(monkeypatch):
     tokens.reset()
 
 
+ROLES = {"human": "user", "ai": "assistant"}
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_chunks_match_ragflows(path):
     case = json.loads(path.read_text(encoding="utf-8"))
-    out, _ = run(node(case["component"], case["params"]), dict(case["upstream"]))
+    if case["component"] == "Extractor":       # the scripted model answers, and its requests are compared
+        from runtime.environment import RunEnvironment, RunSettings
+        from runtime.scripted import Script
+        env = RunEnvironment(RunSettings())
+        ctx = env.context("parity")
+        ctx.script = Script.load(case["script"])
+        from runtime.models import ModelFactory
+        ctx.models = ModelFactory(script=ctx.script)
+        source = case["upstream_component"]
+        out, _ = run(node("Extractor", case["params"], cid="Extractor:P"), dict(case["upstream"]),
+                     outputs={source: {"chunks": case["upstream"]["chunks"]}}, ctx=ctx)
+        sent = [{"messages": [{"role": ROLES.get(m["role"], m["role"]), "content": m["content"]} for m in r["messages"]]}
+                for r in ctx.script.requests]
+        assert sent == case["calls"], "the prompts differ from RAGFlow's"
+    else:
+        out, _ = run(node(case["component"], case["params"]), dict(case["upstream"]))
     assert out["output_format"] == "chunks"
     assert out["chunks"] == case["expected"], case["description"]
