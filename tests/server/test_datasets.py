@@ -63,3 +63,8 @@ def test_an_agent_dsl_or_a_broken_pipeline_is_refused_naming_why(api):
     status, reply = ingest(api, "kb2", ["refunds.md"], json.dumps(broken))
     assert reply["code"] != 0 and "does not compile" in reply["message"]
     assert any(d["component_id"] == "TokenChunker:Chunks" for d in reply["data"]["diagnostics"])
+
+
+def test_running_a_pipeline_as_an_agent_is_refused_saying_where_it_goes(api):
+    reply = api.call("POST", "/graphs/run", {"dsl": json.loads(PIPELINE), "query": "hi", "stream": False})
+    assert reply["code"] != 0 and "ingestion pipeline" in reply["message"] and "/ingest" in reply["message"]
