@@ -169,3 +169,30 @@ def test_a_killed_file_resumes_from_its_last_finished_component(tmp_path):
     assert [log["component_id"] for log in values["logs"] if log["message"] == "Done"] == \
         ["File", "Parser:Docs", "TokenChunker:Chunks", "Tokenizer:Index"]
     store.close()
+
+
+def test_the_tokenizer_embeds_with_the_datasets_model_weighted_by_the_file_name(tmp_path):
+    from tests.runtime.retrieval.conftest import EmbeddingServer, vec
+    server = EmbeddingServer()
+    server.vectors["refunds.md"] = vec(1.0)                   # the file name's vector
+    server.default = vec(0.0, 1.0)                            # every chunk's
+    try:
+        config = tmp_path / "retrieval.toml"
+        config.write_text(f'timeout = 120\n[embeddings."e@OpenAI-API-Compatible"]\nbase_url = "{server.url}"\n'
+                          'model = "e"\n')
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        shutil.copy(REPO / "fixtures" / "kb" / "docs" / "refunds.md", docs)
+        out = cli("ingest", str(PIPELINE), str(docs), "--kb", "vec-kb", "--db", str(tmp_path / "s.db"),
+                  "--embd-id", "e@OpenAI-API-Compatible", env_config=config)
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.close()
+    store = EmbeddedBackend(tmp_path / "retrieval.db")
+    assert store.datasets()[0]["embd_id"] == "e@OpenAI-API-Compatible"
+    import numpy as np
+    blob, dims = store.db.execute("SELECT vector, dims FROM chunks").fetchone()
+    vector = np.frombuffer(blob, dtype=np.float32)
+    assert dims == len(vector) and vector[0] == pytest.approx(0.1) and vector[1] == pytest.approx(0.9)
+    store.close()
+    assert any(r.get("input") == ["refunds.md"] for r in server.requests)
