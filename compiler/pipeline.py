@@ -14,7 +14,8 @@ from compiler.model import CanvasDSL
 from compiler.plan import FINISH, Edge, Plan, CanvasInfo, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
-NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation)"}
+NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation, driven by compilation template groups "
+                        "stored in RAGFlow's database)"}
 PIPELINE_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
 
 
