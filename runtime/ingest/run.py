@@ -5,7 +5,10 @@ pipeline's content (`ingest:<kb>:<doc_id>:<hash>`), so:
 - a file whose stored hash matches is unchanged and skipped (nothing runs);
 - a run that was killed continues from its last finished component when ingestion starts again
   (`astream(None, config)` on the thread), and a run that finished but was not stored is stored;
-- the first error stops that file (RAGFlow's Pipeline), and the others go on.
+- the first error stops that file (RAGFlow's Pipeline), and the others go on; a failed file is tried
+  afresh the next time;
+- a stored file's thread is deleted: the store's hash marks it done, and its checkpoints (every
+  component's outputs, the parsed document among them) would only grow the database.
 Events (`ingest_started`, `file_started`, `progress`, `file_finished`, `file_skipped`, `file_failed`,
 `ingest_finished`) go to `on_event` as they happen; `progress` carries RAGFlow's per-component
 progress: component id, progress in [0, 1] (-1 for an error), message and elapsed time.
@@ -137,6 +140,9 @@ class Ingestor:
             return await self._emit({"event": "file_skipped", "data": {**base, "reason": "unchanged"}})
         config = self.thread_config(doc_id, digest)
         snapshot = await self.graph.aget_state(config)
+        if snapshot.values.get("error") and not snapshot.next:      # it failed last time: try it afresh
+            await self.graph.checkpointer.adelete_thread(config["configurable"]["thread_id"])
+            snapshot = await self.graph.aget_state(config)
         resumed = bool(snapshot.values) and bool(snapshot.next)
         await self._emit({"event": "file_started", "data": {**base, "resumed": resumed}})
         if not snapshot.values or snapshot.next:
@@ -157,6 +163,7 @@ class Ingestor:
         report.ingested += 1
         report.chunks += count
         report.pages += int(self._pages(values))
+        await self.graph.checkpointer.adelete_thread(config["configurable"]["thread_id"])
         await self._emit({"event": "file_finished", "data": {**base, "chunks": count}})
 
     @staticmethod

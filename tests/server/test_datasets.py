@@ -3,6 +3,7 @@ the chunks in the server's embedded store where a stored agent's Retrieval finds
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -17,7 +18,9 @@ def api(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ingest")
     db = str(tmp / "server.db")
     script = json.loads((REPO / "fixtures/kb/kb_answer.script.json").read_text())
-    with Server(db, tmp, script) as server:
+    config = tmp / "retrieval.toml"        # the first retrieval loads the tokenizer: slow on a busy machine
+    config.write_text("timeout = 120\n")
+    with Server(db, tmp, script, env={**os.environ, "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(config)}) as server:
         api = Api(server, make_token(db, "ingest-tenant"))
         yield api
         api.close()
