@@ -23,7 +23,7 @@ import tomllib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from runtime.agent_tests.datasets import Row
 from runtime.agent_tests.metrics import MetricError, ajudge, score
@@ -79,7 +79,9 @@ def percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     ordered = sorted(values)
-    pick = lambda p: ordered[max(math.ceil(p / 100 * len(ordered)) - 1, 0)]     # noqa: E731
+
+    def pick(p: int) -> float:
+        return ordered[max(math.ceil(p / 100 * len(ordered)) - 1, 0)]
     return {"p50": pick(50), "p90": pick(90), "p95": pick(95), "p99": pick(99), "max": ordered[-1]}
 
 

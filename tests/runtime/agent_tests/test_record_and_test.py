@@ -173,3 +173,36 @@ async def test_a_session_with_a_form_and_tool_calls_records_them_and_replays(tmp
     folder = write_case(files, tmp_path / "case")
     result = await run_case(load_case(folder))
     assert result.passed, result.report()
+
+
+async def test_a_case_can_name_a_stored_agent_instead_of_a_dsl_file(recorded, tmp_path):
+    from runtime.store import open_store
+    db = str(tmp_path / "server.db")
+    async with open_store(db) as store:
+        agent = await store.create_agent("alice", "support desk", json.loads(DEMO.read_text()))
+    case = json.loads((recorded / "case.json").read_text())
+    del case["dsl"]
+    case["agent"] = {"id": agent.id}
+    (recorded / "case.json").write_text(json.dumps(case))
+    (recorded / "agent.json").unlink()
+    result = await run_case(load_case(recorded), db=db)
+    assert result.passed, result.report()
+    assert result.dsl == f"agent {agent.id}"
+    case["agent"] = {"id": "no-such-agent"}
+    (recorded / "case.json").write_text(json.dumps(case))
+    result = await run_case(load_case(recorded), db=db)
+    assert not result.passed and result.error == f"{recorded / 'case.json'}: `agent`: {db} has no agent no-such-agent"
+
+
+async def test_a_turn_uploads_the_files_it_lists_from_the_case_folder(tmp_path):
+    folder = tmp_path / "with_file"
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "note.txt").write_text("hello file")
+    (folder / "agent.json").write_text(json.dumps({"components": {
+        "begin": cpn("Begin", downstream=["Message:M"]), "Message:M": cpn("Message", {"content": ["Files: {sys.files}"]})}}))
+    (folder / "case.json").write_text(json.dumps({
+        "format": "canvas2graph-case", "version": 1, "dsl": "agent.json",
+        "turns": [{"query": "see", "files": ["files/note.txt"],
+                   "expect": {"answer": {"regex": r"File: note\.txt.*hello file"}}}]}))
+    result = await run_case(load_case(folder))
+    assert result.passed, result.report()
