@@ -349,14 +349,17 @@ def add_agent_test_commands(sub) -> None:
     rc.set_defaults(func="runtime.agent_tests.commands:cmd_record")
 
     ev = sub.add_parser("eval", help="run a DSL over a dataset (CSV or JSONL), score every row and report")
-    ev.add_argument("file", metavar="DSL", help="the DSL: a JSON file")
+    ev.add_argument("file", metavar="DSL", help="the DSL: a JSON file, or agent:ID[@VERSION], a stored agent "
+                                                "(its current DSL, or a saved version) read from --db")
     ev.add_argument("--dataset", required=True, help="the rows: a .csv file or a .jsonl file")
     ev.add_argument("--metric", choices=["exact", "contains", "regex", "json", "judge"], default="contains",
                     help="how an answer is scored against the row's expected one (default %(default)s)")
     ev.add_argument("--judge", metavar="MODEL@FACTORY", help="the model the judge metric asks (docs/testing.md)")
     ev.add_argument("--concurrency", type=int, default=1, help="rows run side by side (default %(default)s)")
     ev.add_argument("--out", metavar="FILE", help="write the report: report.json, or report.html")
-    ev.add_argument("--compare", metavar="DSL2", help="run this DSL on the same rows too and show the rows that differ")
+    ev.add_argument("--compare", metavar="DSL2", help="run this DSL (a file or agent:ID[@VERSION]) on the same rows "
+                                                      "too and show the rows that differ")
+    add_db(ev, "the database of the stored agents DSL and DSL2 may name")
     ev.add_argument("--query-column", default="query", help="the column holding the message (default %(default)s)")
     ev.add_argument("--expected-column", default="expected", help="the column holding the expected answer "
                                                                   "(default %(default)s)")

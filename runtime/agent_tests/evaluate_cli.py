@@ -19,10 +19,32 @@ def _models(args):
     return ModelFactory(script=script, config_path=args.models), script
 
 
-def _compiled(path: str, default_llm: str | None):
+AGENT_PREFIX = "agent:"
+
+
+async def _stored(spec: str, db: str):
+    """`agent:ID` (the agent's current DSL) or `agent:ID@VERSION` (a saved version), from the server's database."""
+    from runtime.store import open_store
+    agent_id, _, version_id = spec[len(AGENT_PREFIX):].partition("@")
+    async with open_store(db) as store:
+        agent = await store.find_agent(agent_id)
+        if agent is None:
+            raise UsageError(f"{db} has no agent {agent_id}")
+        if not version_id:
+            return agent.dsl
+        version = await store.get_version(agent.tenant, agent_id, version_id)
+        if version is None:
+            raise UsageError(f"agent {agent_id} has no version {version_id} (the server lists its versions at "
+                             f"GET /api/v1/agents/{agent_id}/versions)")
+        return version.dsl
+
+
+def _compiled(path: str, default_llm: str | None, db: str | None = None):
+    """A DSL file, or a stored agent (`agent:ID[@VERSION]`, read from --db)."""
     from compiler import compile_dsl
     from runtime.cli import read_source
-    return compile_dsl(read_source(path), default_llm=default_llm)
+    source = asyncio.run(_stored(path, db)) if path.startswith(AGENT_PREFIX) else read_source(path)
+    return compile_dsl(source, default_llm=default_llm)
 
 
 def _begin_inputs(compiled) -> list[str]:
@@ -44,12 +66,11 @@ def _progress(label: str, quiet: bool):
     return update, bar
 
 
-async def _one(path: str, rows, args, setup):
+async def _one(path: str, compiled, rows, args, setup):
     from runtime.agent_tests.evaluate import evaluate
     from runtime.environment import RunEnvironment, RunSettings
-    compiled = _compiled(path, args.default_llm)
     factory, script = _models(args)
-    environment = RunEnvironment(RunSettings(db=args.db if hasattr(args, "db") else None))
+    environment = RunEnvironment(RunSettings(db=args.db))
     update, bar = _progress(Path(path).name, args.quiet)
     try:
         return await evaluate(compiled, rows, setup, factory=factory, script=script,
@@ -93,7 +114,7 @@ def cmd_eval(args) -> int:
         raise UsageError("--concurrency must be 1 or more")
     if args.out and not args.out.endswith((".json", ".html")):
         raise UsageError("--out writes report.json or report.html: end the file name with .json or .html")
-    compiled = _compiled(args.file, args.default_llm)       # a DSL that does not compile fails before any row runs
+    compiled = _compiled(args.file, args.default_llm, args.db)   # a DSL that does not compile fails before any row runs
     try:
         rows = read_dataset(args.dataset, query_column=args.query_column, expected_column=args.expected_column,
                             input_names=_begin_inputs(compiled))
@@ -101,9 +122,17 @@ def cmd_eval(args) -> int:
     except (DatasetError, PriceError) as e:
         raise UsageError(str(e))
     setup = EvalSetup(metric=args.metric, judge=args.judge, concurrency=args.concurrency, prices=prices, label=args.file)
-    report = asyncio.run(_one(args.file, rows, args, setup))
+    other_compiled = None
     if args.compare:
-        other = asyncio.run(_one(args.compare, rows, args, EvalSetup(**{**setup.__dict__, "label": args.compare})))
+        from canvas2graph.types import CompileError
+        try:
+            other_compiled = _compiled(args.compare, args.default_llm, args.db)
+        except CompileError as e:       # the usual report names the first DSL: this one is the second
+            raise UsageError(f"{args.compare} does not compile: " + "; ".join(str(d) for d in e.diagnostics))
+    report = asyncio.run(_one(args.file, compiled, rows, args, setup))
+    if args.compare:
+        other = asyncio.run(_one(args.compare, other_compiled, rows, args,
+                                 EvalSetup(**{**setup.__dict__, "label": args.compare})))
         report = compare_reports(report, other)
         _print_comparison(report)
     else:

@@ -120,3 +120,29 @@ def test_bad_options_and_datasets_are_refused_saying_why(twenty_rows, tmp_path, 
     (tmp_path / "noquery.csv").write_text("question,expected\nhi,hello\n")
     assert main(["eval", str(DEMO), "--dataset", str(tmp_path / "noquery.csv")]) == 2
     assert "line 2: no `query` column (the message; --query-column names another)" in capsys.readouterr().err
+
+
+def test_two_stored_versions_of_one_agent_are_compared(twenty_rows, tmp_path, capsys):
+    import asyncio
+
+    from runtime.store import open_store
+
+    changed = json.loads(DEMO.read_text())
+    changed["components"]["LLM:Technical"]["downstream"] = ["Message:Other"]
+    db = str(tmp_path / "server.db")
+
+    async def store_two_versions():
+        async with open_store(db) as store:
+            agent = await store.create_agent("alice", "desk", json.loads(DEMO.read_text()))
+            first = await store.save_version("alice", agent.id, agent.dsl, title="v1", diagnostics={}, created_by="t")
+            second = await store.save_version("alice", agent.id, changed, title="v2", diagnostics={}, created_by="t")
+            return agent.id, first.id, second.id
+    agent_id, first, second = asyncio.run(store_two_versions())
+    out = tmp_path / "comparison.json"
+    assert main(["eval", f"agent:{agent_id}@{first}", "--compare", f"agent:{agent_id}@{second}", "--db", db,
+                 "--dataset", twenty_rows["dataset"], "--llm-script", twenty_rows["script"], "--quiet",
+                 "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["summary"] == {"rows": 20, "changed": 10, "better": 0, "worse": 10}
+    assert "10 of 20 row(s) changed (0 better, 10 worse)" in capsys.readouterr().out
+    assert main(["eval", f"agent:{agent_id}@nope", "--db", db, "--dataset", twenty_rows["dataset"]]) == 2
+    assert f"agent {agent_id} has no version nope" in capsys.readouterr().err
