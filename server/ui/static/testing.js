@@ -40,6 +40,7 @@ function score(value) {
 
 function summaryLine(summary) {
   if (!summary) return '';
+  if (summary.changed !== undefined) return `two versions: ${summary.changed} of ${summary.rows} rows changed`;
   const latency = summary.latency_ms || {};
   const cost = summary.cost === null || summary.cost === undefined ? 'not priced' : `$${summary.cost.toFixed(6)}`;
   return `score ${score(summary.score)} · ${summary.passed}/${summary.rows} passed · ` +
