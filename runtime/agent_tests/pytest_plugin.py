@@ -23,7 +23,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--canvas2graph-dsl", default=None, metavar="DSL",
                     help="run canvas2graph cases against this DSL instead of their own")
     group.addoption("--canvas2graph-db", default=None, metavar="DB",
-                    help="the database holding the stored agents canvas2graph cases refer to")
+                    help="the database holding the stored agents canvas2graph cases refer to "
+                         "(default $CANVAS2GRAPH_DB, else ~/.canvas2graph/sessions.db)")
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -46,9 +47,10 @@ class CaseItem(pytest.Item):
         from runtime.agent_tests.case import load_case
         from runtime.agent_tests.replay import run_case
         case = load_case(self.path.parent)
+        from runtime.cli import default_db
         config = self.config
         result = asyncio.run(run_case(case, dsl=config.getoption("canvas2graph_dsl"),
-                                      db=config.getoption("canvas2graph_db")))
+                                      db=config.getoption("canvas2graph_db") or default_db()))
         if not result.passed:
             raise CaseFailed(f"case {case.name} ({case.folder}):\n{result.report()}")
 
