@@ -7,7 +7,8 @@ What the checkpoints keep decides what the script holds:
 - an LLM's reply is its `content` output, a Categorize's its `category_name`; an Agent's rounds are its
   recorded tool calls (one round per model call the step counted, in call order) and then its `content`;
 - a tool's reply is its recorded result (its first 2,000 characters, as the trace keeps it), queued
-  under the tool's function name;
+  under the tool's function name; a tool placed on the canvas (TavilySearch, CodeExec, ...) replays its
+  outputs, queued under its component id;
 - a Retrieval's chunks (its `json` output, from the first Retrieval that ran) become the script's
   `retrieval`, so the case runs without the knowledge base.
 Expectations: each turn's status, answer and path; every component's small outputs (Begin's and the
@@ -69,6 +70,14 @@ def _chunk(raw: dict) -> dict:
             "similarity": raw.get("similarity", 0.9)}
 
 
+def _is_tool(component_type: str) -> bool:
+    """A tool placed on the canvas (TavilySearch, CodeExec, ...): its outputs are what the script replays."""
+    from nodes.registry import lookup
+    from nodes.tool import Tool
+    spec = lookup(component_type)
+    return spec is not None and issubclass(spec.node, Tool)
+
+
 def script_from_turns(turns: list[dict]) -> dict:
     """The models' and tools' replies of every turn, in the order the session consumed them."""
     by_component: dict[str, list] = {}
@@ -81,6 +90,9 @@ def script_from_turns(turns: list[dict]) -> dict:
                 by_component.setdefault(step["component_id"], []).extend(_model_replies(step))
             for call in step.get("tool_calls") or ():
                 tool_results.setdefault(call["name"], []).append(str(call.get("result") or ""))
+            if not step.get("error") and _is_tool(step["component_type"]):
+                outputs = {k: v for k, v in (step.get("outputs") or {}).items() if not k.startswith("_")}
+                tool_results.setdefault(step["component_id"], []).append({"outputs": outputs})
             if step["component_type"] == "Retrieval" and retrieval is None and isinstance((step["outputs"] or {}).get("json"), list):
                 retrieval = [_chunk(c) for c in step["outputs"]["json"] if isinstance(c, dict)]
     script: dict[str, Any] = {"by_component": by_component}

@@ -206,3 +206,24 @@ async def test_a_turn_uploads_the_files_it_lists_from_the_case_folder(tmp_path):
                    "expect": {"answer": {"regex": r"File: note\.txt.*hello file"}}}]}))
     result = await run_case(load_case(folder))
     assert result.passed, result.report()
+
+
+SEARCHING = {"components": {
+    "begin": cpn("Begin", downstream=["TavilySearch:Web"]),
+    "TavilySearch:Web": cpn("TavilySearch", {"api_key": "unused", "query": "{sys.query}"}, ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["Found: {TavilySearch:Web@formalized_content}"]})}}
+
+
+async def test_a_tool_on_the_canvas_replays_its_recorded_outputs_without_calling_the_service(tmp_path):
+    db = str(tmp_path / "sessions.db")
+    (tmp_path / "agent.json").write_text(json.dumps(SEARCHING))
+    script = Script.load({"tool_results": {"TavilySearch:Web": [{"outputs": {"formalized_content": "three pages"}}]}})
+    async with open_checkpointer(db) as saver:
+        runner = Runner(compile_dsl(SEARCHING), saver, ModelFactory(script=script), script)
+        [e async for e in runner.run_turn("s3", TurnRequest(query="canvas agents"))]
+        assert runner.outcome.status == "finished"
+    files = await record_session("s3", db=db, dsl=str(tmp_path / "agent.json"))
+    assert files["script.json"]["tool_results"]["TavilySearch:Web"] == [{"outputs": {"formalized_content": "three pages"}}]
+    assert files["case.json"]["turns"][0]["expect"]["answer"] == "Found:three pages"
+    result = await run_case(load_case(write_case(files, tmp_path / "case")))     # no network: the script answers
+    assert result.passed, result.report()
