@@ -4,6 +4,7 @@ rewrites the expectations; `--junit` writes a report CI systems parse."""
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -227,3 +228,28 @@ async def test_a_tool_on_the_canvas_replays_its_recorded_outputs_without_calling
     assert files["case.json"]["turns"][0]["expect"]["answer"] == "Found:three pages"
     result = await run_case(load_case(write_case(files, tmp_path / "case")))     # no network: the script answers
     assert result.passed, result.report()
+
+
+def test_a_session_with_live_models_records_their_replies_and_replays_offline(tmp_path, monkeypatch, capsys):
+    """The models answer over the provider's protocol (a local OpenAI-compatible server); the case then
+    replays without it, from what they answered."""
+    from tests.openai_server import OpenAIServer
+    for name in [k for k in os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    dsl = json.loads(DEMO.read_text())
+    for cid in ("Categorize:Desk", "LLM:Billing", "LLM:Technical"):
+        dsl["components"][cid]["obj"]["params"]["llm_id"] = "my-model@OpenAI-API-Compatible"
+    (tmp_path / "live.json").write_text(json.dumps(dsl))
+    db = str(tmp_path / "sessions.db")
+    with OpenAIServer(["technical", "Restart the app, then update it."]) as server:
+        monkeypatch.setenv("OPENAI_API_COMPATIBLE_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_COMPATIBLE_API_KEY", "sk-local")
+        assert main(["run", str(tmp_path / "live.json"), "--query", "The app crashes", "--session", "live", "--db", db]) == 0
+        assert len(server.requests) == 2
+    assert main(["record", "--session", "live", "--db", db, "--dsl", str(tmp_path / "live.json"),
+                 "--out", str(tmp_path / "case")]) == 0
+    script = json.loads((tmp_path / "case" / "script.json").read_text())
+    assert script["by_component"] == {"Categorize:Desk": ["technical"], "LLM:Technical": ["Restart the app, then update it."]}
+    capsys.readouterr()
+    assert main(["test", str(tmp_path / "case")]) == 0          # the provider is gone: the script answers
+    assert "1 case(s): 1 passed, 0 failed" in capsys.readouterr().out
