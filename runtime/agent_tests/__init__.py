@@ -6,5 +6,7 @@
 - `observe`: what a session's turns did, read from its checkpoints (the step trace);
 - `replay`: a case run again and compared; `record`: a stored session turned into a case;
 - `datasets`, `metrics`, `evaluate`: rows read from CSV or JSONL, scored, reported and compared;
+  `report_html` writes a report as a page, `eval_store` keeps the server's evaluations per tenant;
+- `commands`, `evaluate_cli`, `junit`: the `test`, `record` and `eval` commands and the JUnit report;
 - `pytest_plugin`: pytest collects case folders (entry point `pytest11`).
 """
