@@ -6,7 +6,8 @@
   `query_column`, `expected_column`, `concurrency`. The run goes on in the background; the reply is the
   evaluation, `running`.
 - `GET /agents/{id}/evaluations`: the agent's evaluations, newest first, with their summaries.
-- `GET /agents/{id}/evaluations/{eid}`: one, with its report (rows and scores, or a comparison).
+- `GET /agents/{id}/evaluations/{eid}`: one, with its report (rows and scores, or a comparison); while it
+  runs, its `progress` ({done, total} rows).
 - `GET /agents/{id}/evaluations/{eid}/compare/{other}`: two finished evaluations (of two versions, say)
   row by row: the rows whose answer or score changed.
 Runs use the server's models (its `--models`, or its `--llm-script`: one script for the whole run).
@@ -41,7 +42,17 @@ def evaluations(request: Request) -> EvaluationStore:
     if getattr(state, "evaluations", None) is None:
         state.evaluations = EvaluationStore(store(request))
         state.evaluation_tasks = set()          # running evaluations, kept referenced until they end
+        state.evaluation_progress = {}          # evaluation id -> {"done", "total"} while this process runs it
     return state.evaluations
+
+
+def _view(request: Request, evaluation) -> dict:
+    """An evaluation as the routes answer it; one this process is running says how far it got."""
+    view = evaluation.view()
+    progress = request.app.state.evaluation_progress.get(evaluation.id)
+    if evaluation.status == "running" and progress is not None:
+        view["progress"] = dict(progress)
+    return view
 
 
 async def _dsl_of(request: Request, tenant_id: str, agent, version_id: str | None) -> tuple[Any, str]:
@@ -99,6 +110,10 @@ async def _run(request: Request, evaluation_id: str, plans: list[tuple[Any, str]
     """The evaluation itself, in the background: its report saved, or why it failed."""
     conversations = request.app.state.conversations
     saved = evaluations(request)
+    progress = request.app.state.evaluation_progress
+
+    def advance(_done: int, _total: int, _row: dict) -> None:
+        progress[evaluation_id]["done"] += 1
     try:
         reports = []
         for compiled, label in plans:
@@ -106,11 +121,14 @@ async def _run(request: Request, evaluation_id: str, plans: list[tuple[Any, str]
             services = conversations.services(compiled) if callable(conversations.services) else conversations.services
             setup = EvalSetup(metric=options["metric"], judge=options["judge"], concurrency=options["concurrency"],
                               label=label)
-            reports.append(await evaluate(compiled, rows, setup, factory=factory, script=script, services=services))
+            reports.append(await evaluate(compiled, rows, setup, factory=factory, script=script, services=services,
+                                          progress=advance))
         report = reports[0] if len(reports) == 1 else compare_reports(*reports)
         await saved.finish(evaluation_id, report, report["summary"])
     except Exception as e:          # a model that is not configured, the judge's provider down, ...
         await saved.fail(evaluation_id, f"{type(e).__name__}: {e}")
+    finally:
+        progress.pop(evaluation_id, None)
 
 
 @router.post("/agents/{agent_id}/evaluations", summary="Evaluate the agent over an uploaded dataset (in the background)")
@@ -134,16 +152,17 @@ async def create_evaluation(request: Request, agent_id: str, tenant_id: str = De
     saved = evaluations(request)
     evaluation = await saved.create(tenant_id, agent_id, dataset=name, metric=options["metric"], judge=options["judge"],
                                     version_id=version_id, compare_version_id=compare_id)
+    request.app.state.evaluation_progress[evaluation.id] = {"done": 0, "total": len(rows) * len(plans)}
     task = asyncio.create_task(_run(request, evaluation.id, plans, rows, options), name=f"evaluation-{evaluation.id}")
     request.app.state.evaluation_tasks.add(task)
     task.add_done_callback(request.app.state.evaluation_tasks.discard)
-    return ok({**evaluation.view(), "rows": len(rows)})
+    return ok({**_view(request, evaluation), "rows": len(rows)})
 
 
 @router.get("/agents/{agent_id}/evaluations", summary="The agent's evaluations, newest first, with their summaries")
 async def list_evaluations(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    return ok([e.view() for e in await evaluations(request).list(tenant_id, agent_id)])
+    return ok([_view(request, e) for e in await evaluations(request).list(tenant_id, agent_id)])
 
 
 async def _evaluation(request: Request, tenant_id: str, agent_id: str, evaluation_id: str):
@@ -156,7 +175,7 @@ async def _evaluation(request: Request, tenant_id: str, agent_id: str, evaluatio
 
 @router.get("/agents/{agent_id}/evaluations/{evaluation_id}", summary="One evaluation with its report")
 async def get_evaluation(request: Request, agent_id: str, evaluation_id: str, tenant_id: str = Depends(tenant)):
-    return ok((await _evaluation(request, tenant_id, agent_id, evaluation_id)).view())
+    return ok(_view(request, await _evaluation(request, tenant_id, agent_id, evaluation_id)))
 
 
 @router.get("/agents/{agent_id}/evaluations/{evaluation_id}/compare/{other_id}",

@@ -93,6 +93,7 @@ def test_an_evaluation_is_created_from_a_dataset_and_kept_for_its_tenant(served)
     created = upload(alice, agent_id, ROWS, metric="judge", judge="grader@OpenAI", version_id=first)
     assert created["code"] == 0, created
     assert created["data"]["status"] == "running" and created["data"]["rows"] == 20
+    assert created["data"]["progress"] == {"done": 0, "total": 20}
     evaluation = finished(alice, agent_id, created["data"]["id"])
     assert evaluation["status"] == "finished", evaluation
     report = evaluation["report"]
@@ -101,6 +102,7 @@ def test_an_evaluation_is_created_from_a_dataset_and_kept_for_its_tenant(served)
     assert report["rows"][0]["answer"] == f"Desk: (billing)\n{BILLING}" and report["rows"][0]["reason"] == "the same facts"
     listed = alice.ok("GET", f"/agents/{agent_id}/evaluations")
     assert [e["id"] for e in listed] == [evaluation["id"]] and "report" not in listed[0]
+    assert "progress" not in evaluation and "progress" not in listed[0]        # only while it runs
     assert listed[0]["summary"]["score"] == 0.85 and listed[0]["version_id"] == first
     # bob sees neither the agent's evaluations nor this one
     assert bob.http.get(f"/agents/{agent_id}/evaluations").status_code == 404

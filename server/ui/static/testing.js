@@ -147,7 +147,9 @@ export async function evaluationsPage(main, agentId) {
       });
       return h('tr', { dataset: { evaluation: e.id } }, h('td', {}, pick),
         h('td', {}, h('button', { type: 'button', class: 'link', onclick: () => show(e.id) }, e.id.slice(0, 8))),
-        h('td', {}, e.dataset), h('td', {}, e.metric), h('td', {}, e.status), h('td', {}, summaryLine(e.summary)));
+        h('td', {}, e.dataset), h('td', {}, e.metric),
+        h('td', {}, e.progress ? `${e.status} (${e.progress.done}/${e.progress.total} rows)` : e.status),
+        h('td', {}, summaryLine(e.summary)));
     }));
     if (openId) await show(openId);
     if (!left && evaluations.some(e => e.status === 'running')) timer = setTimeout(() => load(openId), POLL_MS);
