@@ -403,6 +403,9 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func="runtime.retrieval.service:cmd_index")
 
+    from runtime.ingest.cli import add_ingest_command
+    add_ingest_command(sub)
+
     x = sub.add_parser("export", help="print or draw the compiled graph")
     x.add_argument("file", help="the DSL: a JSON file, or - for stdin")
     x.add_argument("--format", choices=["mermaid", "json", "dot", "svg", "png", "python"], default="mermaid",
