@@ -5,6 +5,7 @@
 //   #/agents/<id>/edit                              edit the agent on the canvas
 //   #/agents/<id>/sessions/<sid>                    the same run page with a session reopened
 //   #/agents/<id>/sessions/<sid>/trace[/<cid>]      every step of every turn (a component's step open), forks
+//   #/agents/<id>/evaluations                       the agent's evaluations over datasets (testing.jsx)
 import { useEffect, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import '@xyflow/react/dist/style.css';
@@ -15,6 +16,7 @@ import { Notice } from './common.jsx';
 import { EditorPage } from './editor.jsx';
 import { RunPage } from './run.jsx';
 import { TracePage } from './trace.jsx';
+import { EvaluationsPage } from './testing.jsx';
 
 function SignIn({ message, onSignedIn }) {
   const [value, setValue] = useState('');
@@ -55,6 +57,7 @@ function parseRoute(hash) {
   if (parts[0] === 'new') return { page: 'edit', agentId: null };
   if (parts[0] === 'agents' && parts[1]) {
     if (parts[2] === 'edit') return { page: 'edit', agentId: parts[1] };
+    if (parts[2] === 'evaluations') return { page: 'evaluations', agentId: parts[1] };
     if (parts[2] === 'sessions' && parts[3] && parts[4] === 'trace') return { page: 'trace', agentId: parts[1], sessionId: parts[3], component: parts[5] || null };
     return { page: 'run', agentId: parts[1], sessionId: parts[2] === 'sessions' ? parts[3] || null : null };
   }
@@ -89,6 +92,7 @@ function App() {
     }} />;
   } else if (route.page === 'run') page = <RunPage key={key} agentId={route.agentId} sessionId={route.sessionId} onAuthLost={onAuthLost} />;
   else if (route.page === 'trace') page = <TracePage key={key} {...route} onAuthLost={onAuthLost} />;
+  else if (route.page === 'evaluations') page = <EvaluationsPage key={key} agentId={route.agentId} onAuthLost={onAuthLost} />;
   else if (route.page === 'edit') page = <EditorPage key={key} agentId={route.agentId} onAuthLost={onAuthLost} />;
   else page = <AgentsPage key={key} onAuthLost={onAuthLost} />;
 

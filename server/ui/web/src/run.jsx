@@ -22,6 +22,94 @@ function answerText(answer, inputs) {
   }).join('\n');
 }
 
+const outcomeText = o => (o.cancelled ? 'Cancelled.' : o.failed ? 'Finished with an error.'
+  : o.paused ? 'Paused: the agent waits for your answer to its form.' : 'Finished.');
+
+/** The agent's sessions, and the one this page shows: a turn without one starts it, and the page takes
+ * its id (the URL follows, without a new page). */
+function useSessions(agentId, session) {
+  const [sessionId, setSessionId] = useState(session ? session.id : null);
+  const [sessions, setSessions] = useState([]);
+  const sessionRef = useRef(sessionId);
+  async function loadSessions() {
+    setSessions(await api('GET', `/agents/${enc(agentId)}/sessions?dsl=false&page_size=100`).catch(() => []));
+  }
+  function adopt(id) {
+    if (sessionRef.current === id) return;
+    sessionRef.current = id;
+    setSessionId(id);
+    history.replaceState(null, '', route('agents', agentId, 'sessions', id));
+    loadSessions();
+  }
+  return { sessionId, sessionRef, sessions, loadSessions, adopt };
+}
+
+function RunHeader({ agent, sessionId, showProblems }) {
+  return (<>
+    <div className="page-title">
+      <h1>{agent.title}</h1>
+      {sessionId ? <a className="button" href={route('agents', agent.id, 'sessions', sessionId, 'trace')}>Trace of this session</a> : null}
+      <a className="button" href={route('agents', agent.id, 'edit')}>Edit on the canvas</a>
+      <a className="button" href={route('agents', agent.id, 'evaluations')}>Evaluations</a>
+      <a className="button" href="#/agents">All agents</a>
+    </div>
+    {showProblems ? (
+      <section className="card" aria-labelledby="problems-title">
+        <h2 id="problems-title" className="error">This agent does not compile: fix its DSL before running it</h2>
+        <DiagnosticsTable diagnostics={agent.diagnostics} />
+      </section>
+    ) : null}
+  </>);
+}
+
+/** A reopened session's messages into the chat: a fork's question as what it is, an empty turn in words. */
+function replayHistory(session, dispatch) {
+  for (const m of session.messages || []) {
+    if (m.role === 'user' && m.fork) {
+      // a fork ran a past turn again: say so instead of showing its old question as a new one
+      const edited = m.fork.query !== undefined ? ` with the question “${m.fork.query}”` : '';
+      dispatch({ type: 'notice', level: 'meta', text: `Run again from ${m.fork.component_id}${edited}.` });
+    } else if (m.role === 'user' && !m.content) dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
+    else if (m.role === 'assistant' && !m.content) dispatch({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' });
+    else dispatch({ type: 'message', role: m.role, content: m.content, reference: m.reference });
+  }
+}
+
+/** The canvas as a reopened session's last turn left it; a paused one asks its form again (the trace
+ * names the step it waits on). */
+function resumePaused(agentId, sessionId, dsl, turn, askForm, setStatus) {
+  api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}/trace`).then(trace => {
+    const last = (trace.turns || []).at(-1);
+    if (!last || turn.running) return;
+    turn.setStates(statesFromSteps(stepsOfTurn(trace.turns, last), dsl, last.status));
+    const step = last.status === 'paused' && (last.steps || []).at(-1);
+    if (!step) return;
+    const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};
+    const form = step.form || { inputs: declared.inputs || {} };
+    askForm(form.inputs || {}, form.tips || '');
+    setStatus('Paused: the agent waits for your answer to its form.');
+  }).catch(() => {});
+}
+
+/** The message box: disabled while a form waits (the form has the focus), Enter sends, Shift+Enter breaks. */
+function Composer({ text, setText, formWaiting, running, box, onSubmit, onCancel }) {
+  return (
+    <form className="composer" aria-label="Chat input" onSubmit={onSubmit}>
+      <label htmlFor="query">Your message</label>
+      <textarea id="query" ref={box} rows={2} value={text} disabled={formWaiting}
+        placeholder={formWaiting ? 'Answer the form above first' : 'Ask the agent…'}
+        aria-describedby={formWaiting ? 'composer-wait' : undefined}
+        onChange={e => setText(e.target.value)}
+        onKeyDown={e => { if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) onSubmit(e); }} />
+      {formWaiting ? <p id="composer-wait" className="muted">The agent waits for the form above.</p> : null}
+      <div className="buttons">
+        <button type="submit" className="primary" disabled={formWaiting || running}>Send</button>
+        <button type="button" className="danger" disabled={!running} onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  );
+}
+
 export function RunPage({ agentId, sessionId, onAuthLost }) {
   const page = useLoad(async () => {
     const agent = await api('GET', `/agents/${enc(agentId)}`);
@@ -37,28 +125,12 @@ function RunView({ agent, session }) {
   const agentId = agent.id;
   const dsl = (session && session.dsl) || agent.dsl;
   const begin = (((dsl.components || {}).begin || {}).obj || {}).params || {};
-  const beginInputs = begin.inputs && typeof begin.inputs === 'object' ? begin.inputs : {};
   const turn = useTurn(dsl);
-  const [sessionId, setSessionId] = useState(session ? session.id : null);
-  const [sessions, setSessions] = useState([]);
+  const { sessionId, sessionRef, sessions, loadSessions, adopt } = useSessions(agentId, session);
   const [status, setStatus] = useState('');
   const [text, setText] = useState('');
-  const sessionRef = useRef(sessionId);
   const queryBox = useRef(null);
   const formWaiting = turn.items.some(i => i.kind === 'form' && !i.done);
-
-  async function loadSessions() {
-    const list = await api('GET', `/agents/${enc(agentId)}/sessions?dsl=false&page_size=100`).catch(() => []);
-    setSessions(list);
-  }
-
-  function adopt(id) {
-    if (sessionRef.current === id) return;
-    sessionRef.current = id;
-    setSessionId(id);
-    history.replaceState(null, '', route('agents', agentId, 'sessions', id));
-    loadSessions();
-  }
 
   function askForm(inputs, tips, title = 'The agent asks', submitLabel = 'Send answer') {
     turn.dispatch({ type: 'form', form: { title, tips, inputs, submitLabel, onSubmit: answer => run('', answer, inputs) } });
@@ -68,21 +140,15 @@ function RunView({ agent, session }) {
     if (turn.running) return;
     setStatus('Running…');
     turn.dispatch({ type: 'forms-done' });
-    if (query) turn.dispatch({ type: 'message', role: 'user', content: query });
-    else if (answer) turn.dispatch({ type: 'message', role: 'user', content: answerText(answer, inputs) });
-    const body = { agent_id: agentId, query, stream: true };
-    if (sessionRef.current) body.session_id = sessionRef.current;
-    if (answer) body.inputs = answer;
+    if (query || answer) turn.dispatch({ type: 'message', role: 'user', content: query || answerText(answer, inputs) });
+    const body = { agent_id: agentId, query, stream: true, ...(sessionRef.current ? { session_id: sessionRef.current } : {}),
+      ...(answer ? { inputs: answer } : {}) };
     try {
       const outcome = await turn.play('/agents/chat/completions', body, {
         onSession: adopt, onForm: data => askForm(data.inputs || {}, data.tips || '') });
-      if (!outcome) return;
-      setStatus(outcome.cancelled ? 'Cancelled.' : outcome.failed ? 'Finished with an error.'
-        : outcome.paused ? 'Paused: the agent waits for your answer to its form.' : 'Finished.');
+      if (outcome) setStatus(outcomeText(outcome));
     } catch (e) {
-      if (e.name === 'AbortError') return;
-      turn.dispatch({ type: 'notice', level: 'error', text: plainError(e.message) });
-      setStatus('Failed.');
+      if (e.name !== 'AbortError') { turn.dispatch({ type: 'notice', level: 'error', text: plainError(e.message) }); setStatus('Failed.'); }
     } finally {
       loadSessions();
     }
@@ -92,28 +158,11 @@ function RunView({ agent, session }) {
   useEffect(() => {
     loadSessions();
     if (session) {
-      for (const m of session.messages || []) {
-        if (m.role === 'user' && m.fork) {
-          // a fork ran a past turn again: say so instead of showing its old question as a new one
-          turn.dispatch({ type: 'notice', level: 'meta', text: `Run again from ${m.fork.component_id}${m.fork.query !== undefined ? ` with the question “${m.fork.query}”` : ''}.` });
-        } else if (m.role === 'user' && !m.content) turn.dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
-        else if (m.role === 'assistant' && !m.content) turn.dispatch({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' });
-        else turn.dispatch({ type: 'message', role: m.role, content: m.content, reference: m.reference });
-      }
-      api('GET', `/agents/${enc(agentId)}/sessions/${enc(session.id)}/trace`).then(trace => {
-        const last = (trace.turns || []).at(-1);
-        if (!last || turn.running) return;
-        turn.setStates(statesFromSteps(stepsOfTurn(trace.turns, last), dsl, last.status));
-        const step = last.status === 'paused' && (last.steps || []).at(-1);
-        if (!step) return;
-        const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};
-        const form = step.form || { inputs: declared.inputs || {} };
-        askForm(form.inputs || {}, form.tips || '');
-        setStatus('Paused: the agent waits for your answer to its form.');
-      }).catch(() => {});
+      replayHistory(session, turn.dispatch);
+      resumePaused(agentId, session.id, dsl, turn, askForm, setStatus);
     } else {
       if (begin.prologue) turn.dispatch({ type: 'message', role: 'assistant', content: begin.prologue });
-      if (Object.keys(beginInputs).length) askForm(beginInputs, '', 'Before you start', 'Start');
+      if (begin.inputs && typeof begin.inputs === 'object' && Object.keys(begin.inputs).length) askForm(begin.inputs, '', 'Before you start', 'Start');
       else setTimeout(() => queryBox.current && queryBox.current.focus(), 0);
     }
     return () => turn.abort();
@@ -121,60 +170,31 @@ function RunView({ agent, session }) {
 
   async function cancel() {
     if (!sessionRef.current) return;
-    try {
-      await api('POST', `/tasks/${enc(sessionRef.current)}/cancel`);
-      setStatus('Cancelling…');
-    } catch (e) { notify(e.message, 'error'); }
+    try { await api('POST', `/tasks/${enc(sessionRef.current)}/cancel`); setStatus('Cancelling…'); } catch (e) { notify(e.message, 'error'); }
   }
 
   function submit(event) {
     event.preventDefault();
     if (formWaiting || turn.running) return;
     if (!text.trim()) { queryBox.current.focus(); return; }
-    const query = text;
     setText('');
-    run(query);
+    run(text);
   }
 
-  function openStep(componentId) {
-    if (!sessionRef.current) { notify('Run the agent first: a component has a step once it ran.'); return; }
-    location.hash = route('agents', agentId, 'sessions', sessionRef.current, 'trace', componentId);
-  }
+  const openStep = id => (sessionRef.current ? (location.hash = route('agents', agentId, 'sessions', sessionRef.current, 'trace', id))
+    : notify('Run the agent first: a component has a step once it ran.'));
 
-  const blocked = formWaiting || turn.running;
   return (
     <>
-      <div className="page-title">
-        <h1>{agent.title}</h1>
-        {sessionId ? <a className="button" href={route('agents', agentId, 'sessions', sessionId, 'trace')}>Trace of this session</a> : null}
-        <a className="button" href={route('agents', agentId, 'edit')}>Edit on the canvas</a>
-        <a className="button" href="#/agents">All agents</a>
-      </div>
-      {agent.compiles === false && !session ? (
-        <section className="card" aria-labelledby="problems-title">
-          <h2 id="problems-title" className="error">This agent does not compile: fix its DSL before running it</h2>
-          <DiagnosticsTable diagnostics={agent.diagnostics} />
-        </section>
-      ) : null}
+      <RunHeader agent={agent} sessionId={sessionId} showProblems={agent.compiles === false && !session} />
       <div className="run-layout">
         <SessionsPanel agentId={agentId} sessions={sessions} current={sessionId} onChanged={loadSessions} />
         <section className="card chat" aria-labelledby="chat-title">
           <h2 id="chat-title">Chat</h2>
           <Chat items={turn.items} agentId={agentId} onError={m => notify(m, 'error')} />
           <p className="run-status muted" role="status">{status}</p>
-          <form className="composer" aria-label="Chat input" onSubmit={submit}>
-            <label htmlFor="query">Your message</label>
-            <textarea id="query" ref={queryBox} rows={2} value={text} disabled={formWaiting}
-              placeholder={formWaiting ? 'Answer the form above first' : 'Ask the agent…'}
-              aria-describedby={formWaiting ? 'composer-wait' : undefined}
-              onChange={e => setText(e.target.value)}
-              onKeyDown={e => { if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) submit(e); }} />
-            {formWaiting ? <p id="composer-wait" className="muted">The agent waits for the form above.</p> : null}
-            <div className="buttons">
-              <button type="submit" className="primary" disabled={blocked}>Send</button>
-              <button type="button" className="danger" disabled={!turn.running} onClick={cancel}>Cancel</button>
-            </div>
-          </form>
+          <Composer text={text} setText={setText} formWaiting={formWaiting} running={turn.running} box={queryBox}
+            onSubmit={submit} onCancel={cancel} />
         </section>
         <RunCanvas dsl={dsl} states={turn.states} onOpen={openStep} />
       </div>

@@ -10,6 +10,7 @@ import { Chat } from './chat.jsx';
 import { Loading, PageError, useLoad } from './common.jsx';
 import { statesFromSteps, stepsOfTurn } from './runstate.js';
 import { useTurn } from './turns.js';
+import { SaveAsTestButton } from './testing.jsx';
 import { jsonError, plainError, pretty, route, seconds, toDate, usageText } from './util.js';
 
 const enc = encodeURIComponent;
@@ -244,6 +245,7 @@ function TraceView({ agent, session, component }) {
         <a className="button" href={route('agents', agentId, 'sessions', sessionId)}>Back to the chat</a>
         <label className="switch"><input type="checkbox" checked={raw} onChange={e => setRaw(e.target.checked)} /> Raw</label>
         <button type="button" onClick={() => load()}>Reload</button>
+        <SaveAsTestButton agentId={agentId} sessionId={sessionId} />
       </div>
       <div className="trace-layout">
         <div className="trace-main">
