@@ -40,6 +40,9 @@ class InlineSqliteSaver(SqliteSaver):
         # check_same_thread=False: LangGraph's sync calls (`graph.invoke` from a worker thread, the
         # bridge's sync twins) reach the same connection; `SqliteSaver.lock` serializes them
         with closing(sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
+            # a new file gives freed pages back as sessions are deleted (runtime/lifecycle.py); on a file
+            # that has tables already this does nothing until a VACUUM (`canvas2graph sessions prune --vacuum`)
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             saver = cls(conn)
             saver.setup()               # creates the tables and turns on WAL, before the pragma below
             conn.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
