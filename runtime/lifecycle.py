@@ -138,7 +138,8 @@ async def _delete_batch(store, ids: list[str]) -> None:
     saver = store.checkpointer
     with saver.lock:                 # LangGraph's two tables, in one transaction on the saver's connection
         try:
-            for table in ("writes", "checkpoints"):
+            tables = [t for (t,) in saver.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in [t for t in ("writes", "checkpoint_blobs", "checkpoints") if t in tables]:
                 saver.conn.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", tuple(ids))
             saver.conn.commit()
         except BaseException:
