@@ -41,7 +41,10 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="module")
 def ui_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
-    with Server(str(tmp / "server.db"), tmp, UI_SCRIPT) as running:
+    # the first retrieval loads RAGFlow's tokenizer; on a busy machine that outlasts the default 12 s
+    (tmp / "retrieval.toml").write_text("timeout = 120\n")
+    env = {**os.environ, "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(tmp / "retrieval.toml")}
+    with Server(str(tmp / "server.db"), tmp, UI_SCRIPT, env=env) as running:
         yield running
 
 
