@@ -18,6 +18,7 @@ from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
 from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
                            webhooks)
+from server.protocols import mcp_server
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -63,8 +64,9 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     # stopped before the conversations: background webhook runs stay `running`, to resume
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
-                        tune_gc()
-                        yield
+                        async with run_mcp():     # MCP sessions end before the turns they run
+                            tune_gc()
+                            yield
         finally:
             await compilers.close()
             await run_services.aclose()
@@ -84,6 +86,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
