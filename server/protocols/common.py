@@ -14,8 +14,9 @@ from typing import Any, Awaitable, Callable
 from starlette.requests import HTTPConnection, Request
 
 from runtime.conversations import Turn
-from runtime.session import TurnRequest
-from runtime.store import Agent, Session
+from runtime.session import TurnRejected, TurnRequest
+from runtime.session import Runner
+from runtime.store import Agent, Session, StoreError
 from runtime.versions import NoReleasedVersion, dsl_for_new_session
 from server.compiling import compile_in_thread
 from server.errors import ApiError, RetCode, data_error, not_found
@@ -58,16 +59,20 @@ async def tenant_agents(conn: HTTPConnection, tenant: str) -> list[Agent]:
 
 
 async def new_session(request: Request, tenant: str, agent: Agent, *, source: str = "agent",
-                      user_id: str = "", name: str | None = None) -> Session:
-    """A session of the agent's current DSL, refused (naming the problems) when it does not compile."""
+                      user_id: str = "", name: str | None = None, session_id: str | None = None) -> Session:
+    """A session of the agent's current DSL, refused (naming the problems) when it does not compile.
+    `session_id` is an id the client chose (an A2A context id, a LangGraph thread id)."""
     store = request.app.state.store
     try:
         dsl, version = await dsl_for_new_session(store, agent, release=False)
     except NoReleasedVersion as e:
         raise data_error(str(e))
     await require_compiles(request, dsl, f"agent {agent.id}")
-    return await store.create_session(tenant, source=source, dsl=dsl, agent_id=agent.id, user_id=user_id,
-                                      name=name or "New session", version=version)
+    try:
+        return await store.create_session(tenant, source=source, dsl=dsl, agent_id=agent.id, user_id=user_id,
+                                          name=name or "New session", version=version, session_id=session_id)
+    except StoreError as e:
+        raise data_error(str(e))
 
 
 async def own_session(request: Request, tenant: str, session_id: str, agent_id: str | None = None) -> Session:
@@ -85,6 +90,32 @@ async def begin_form(dsl: Any) -> tuple[str, dict[str, dict]]:
     if params is None or not hasattr(params, "form"):
         return "conversational", {}
     return params.mode, params.form()
+
+
+async def waiting_for(request: Request, session: Session) -> dict | None:
+    """The form a paused session waits for (`{component_id, inputs, tips}`), read from its checkpoint (so it
+    holds whichever server process ran the turn), or None."""
+    compiled = await compile_in_thread(session.dsl_text or session.dsl)
+    runner = Runner(compiled, request.app.state.store.checkpointer, None)
+    return await runner.waiting_for(session.id)
+
+
+def form_request(arguments: dict[str, Any], fields: dict[str, dict], pause: dict | None) -> TurnRequest:
+    """A client's values as a turn request: `query`, and the form's fields (Begin's, or those of the form
+    the session waits for). A waiting form with one required field left unanswered takes `query` for it,
+    so a chat client can answer a one-question form with its next message."""
+    query = arguments.get("query")
+    query = "" if query is None else query if isinstance(query, str) else str(query)
+    form = (pause or {}).get("inputs") or fields
+    inputs = {k: v for k, v in arguments.items() if k in form}
+    if pause is not None:
+        missing = [k for k, spec in form.items() if k not in inputs and not (spec or {}).get("optional")]
+        if len(missing) == 1 and query:
+            inputs[missing[0]] = query
+    try:
+        return TurnRequest(query=query, inputs=inputs or None)
+    except TurnRejected as e:
+        raise data_error(str(e))
 
 
 def form_schema(fields: dict[str, dict]) -> tuple[dict[str, Any], list[str]]:

@@ -112,20 +112,6 @@ def _mcp_error(error: ApiError):
 
 
 # --- calls ------------------------------------------------------------------------------------------
-def _request_for(arguments: dict[str, Any], fields: dict[str, dict], pause: dict | None) -> TurnRequest:
-    """A tool call's arguments as a turn request: `query`, and the form's fields (Begin's, or those of
-    the form the session waits for). A waiting form with one field left unanswered takes `query` for it."""
-    query = arguments.get("query")
-    query = "" if query is None else query if isinstance(query, str) else str(query)
-    form = (pause or {}).get("inputs") or fields
-    inputs = {k: v for k, v in arguments.items() if k in form and k != "query" or (k == "query" and "query" in form)}
-    if pause is not None:
-        missing = [k for k, spec in form.items() if k not in inputs and not (spec or {}).get("optional")]
-        if len(missing) == 1 and query:
-            inputs[missing[0]] = query
-    return TurnRequest(query=query, inputs=inputs or None)
-
-
 class _Progress:
     """Components reported as progress notifications, when the call asked for them."""
 
@@ -185,7 +171,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         if mcp_session:         # kept at once: a call cancelled mid-turn leaves the conversation to the next
             conversations.put(mcp_session, agent.id, session.id, None)
         _mode, fields = await common.begin_form(session.dsl)
-        turn_request = _request_for(arguments, fields, (known or {}).get("pause"))
+        turn_request = common.form_request(arguments, fields, (known or {}).get("pause"))
         progress = _Progress(ctx)
         while True:
             result = await common.run_to_end(await common.start(request, session, turn_request), progress)

@@ -109,3 +109,8 @@ def test_the_mcp_snippet_runs_as_written(protocol_server, tmp_path):
     lines = run_snippet("MCP", protocol_server, tmp_path).splitlines()
     assert lines[0] == "['support_desk']"
     assert "The customer sees two charges" in "\n".join(lines[1:])
+
+
+def test_the_a2a_snippet_runs_as_written(protocol_server, tmp_path):
+    output = run_snippet("A2A", protocol_server, tmp_path)
+    assert "The customer sees two charges" in output and output.endswith("\n")
