@@ -18,7 +18,7 @@ from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
 from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
                            webhooks)
-from server.protocols import a2a_server, mcp_server
+from server.protocols import a2a_server, langgraph_api, mcp_server
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -88,6 +88,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(artifacts.router)
     run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
     a2a_server.install(app)
+    langgraph_api.install(app)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
