@@ -222,3 +222,35 @@ def pause_text(pause: dict) -> str:
 
 def turn_error(error: ApiError) -> str:
     return str(getattr(error, "message", "") or error)
+
+
+def endpoints(base_url: str, agent: Agent) -> dict[str, Any]:
+    """Where the agent is served over MCP, A2A and LangGraph's API, with a client snippet for each (shown in
+    `GET /api/v1/agents/<id>` and the run inspector). The snippets read the token from `$C2G_TOKEN`."""
+    base = base_url.rstrip("/")
+    mcp, a2a, langgraph = f"{base}/api/v1/agents/{agent.id}/mcp", f"{base}/api/v1/agents/{agent.id}/a2a", f"{base}/langgraph"
+    auth = '{"Authorization": f"Bearer {os.environ[\'C2G_TOKEN\']}"}'
+    return {
+        "mcp": {"url": mcp, "tenant_url": f"{base}/api/v1/mcp", "snippet": (
+            "import os, httpx2\nfrom mcp.client.session import ClientSession\n"
+            "from mcp.client.streamable_http import streamable_http_client\n\n"
+            f"async with httpx2.AsyncClient(headers={auth}) as http:\n"
+            f"    async with streamable_http_client(\"{mcp}\", http_client=http) as (read, write, *_):\n"
+            "        async with ClientSession(read, write) as session:\n"
+            "            await session.initialize()\n"
+            "            tool = (await session.list_tools()).tools[0]\n"
+            "            print(await session.call_tool(tool.name, {\"query\": \"Hello\"}))")},
+        "a2a": {"url": a2a, "card_url": f"{a2a}/.well-known/agent-card.json", "snippet": (
+            "import os, httpx\nfrom a2a.client import ClientConfig, create_client\n"
+            "from a2a.helpers.proto_helpers import new_text_message\nfrom a2a.types import Role, SendMessageRequest\n\n"
+            f"async with httpx.AsyncClient(headers={auth}) as http:\n"
+            f"    client = await create_client(\"{a2a}\", client_config=ClientConfig(httpx_client=http))\n"
+            "    message = new_text_message(\"Hello\", role=Role.ROLE_USER)\n"
+            "    async for response in client.send_message(SendMessageRequest(message=message)):\n"
+            "        print(response)")},
+        "langgraph": {"url": langgraph, "assistant_id": agent.id, "snippet": (
+            "import os\nfrom langgraph_sdk import get_client\n\n"
+            f"client = get_client(url=\"{langgraph}\", headers={auth})\n"
+            "thread = await client.threads.create()\n"
+            f"print(await client.runs.wait(thread[\"thread_id\"], \"{agent.id}\", input={{\"query\": \"Hello\"}}))")},
+    }

@@ -5,6 +5,7 @@ import { h, add, clear, notify, route } from './dom.js';
 import { GraphView } from './graph.js';
 import { ChatView } from './chat.js';
 import { diagnosticsTable } from './agents.js';
+import { endpointsPanel } from './endpoints.js';
 
 const CANCELLED = 'Task has been canceled';
 
@@ -180,7 +181,8 @@ export async function runPage(main, agentId, sessionId) {
     h('div', { class: 'run-layout' },
       h('nav', { class: 'card sessions', 'aria-labelledby': 'sessions-title' }, h('h2', { id: 'sessions-title' }, 'Sessions'), sessions),
       h('section', { class: 'card chat', 'aria-labelledby': 'chat-title' }, h('h2', { id: 'chat-title' }, 'Chat'), chat.element, status, composer),
-      graph.element));
+      graph.element),
+    endpointsPanel(agent));
   showTrace();
   document.title = `${agent.title} · canvas2graph`;
   await Promise.all([graph.load(dsl), loadSessions()]);
