@@ -114,3 +114,8 @@ def test_the_mcp_snippet_runs_as_written(protocol_server, tmp_path):
 def test_the_a2a_snippet_runs_as_written(protocol_server, tmp_path):
     output = run_snippet("A2A", protocol_server, tmp_path)
     assert "The customer sees two charges" in output and output.endswith("\n")
+
+
+def test_the_langgraph_snippet_runs_as_written(protocol_server, tmp_path):
+    answer, turns = run_snippet("LangGraph's API", protocol_server, tmp_path).splitlines()
+    assert answer.startswith("You were charged twice because the first payment timed out") and turns == "turns: 1"
