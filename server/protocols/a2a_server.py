@@ -34,7 +34,6 @@ from fastapi.responses import JSONResponse
 from google.protobuf.json_format import MessageToDict
 from starlette.authentication import SimpleUser
 
-from runtime.session import TurnRequest
 from runtime.store import Agent
 from server.errors import ApiError
 from server.protocols import common

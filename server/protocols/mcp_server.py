@@ -27,6 +27,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
@@ -43,7 +44,7 @@ TENANT_KEY, AGENT_KEY = "c2g.tenant", "c2g.agent_id"
 MAX_CONVERSATIONS = 10_000          # (MCP session, agent) -> canvas2graph session, kept per process
 
 
-class Conversations:
+class McpConversations:
     """Which canvas2graph session an MCP session talks to, per agent, and the form it left waiting.
 
     MCP sessions live in one server process (the SDK's session manager keeps them in memory), so this
@@ -106,8 +107,7 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[tool for _agent, tool in tools.values()])
 
 
-def _mcp_error(error: ApiError):
-    from mcp.shared.exceptions import MCPError
+def _mcp_error(error: ApiError) -> MCPError:
     return MCPError(code=types.INVALID_PARAMS, message=error.message)
 
 
@@ -155,10 +155,10 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         return _error_result(e.message)
     if params.name not in tools:
         return _error_result(f"no tool named {params.name!r}: list the tools to see this endpoint's agents")
-    agent, _tool_ = tools[params.name]
+    agent = tools[params.name][0]
     arguments = dict(params.arguments or {})
     mcp_session = request.headers.get("mcp-session-id") or ""
-    conversations: Conversations = request.app.state.mcp_conversations
+    conversations: McpConversations = request.app.state.mcp_conversations
     known = conversations.get(mcp_session, agent.id) if mcp_session else None
     tenant = request.scope[TENANT_KEY]
     try:
@@ -256,7 +256,7 @@ def install(app: FastAPI):
     endpoint = _Endpoint(manager)
     for path in (ROUTE_AGENT, ROUTE_TENANT):
         app.add_route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    app.state.mcp_conversations = Conversations()
+    app.state.mcp_conversations = McpConversations()
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:

@@ -5,11 +5,11 @@ tenants kept apart."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from contextlib import asynccontextmanager
 
 import httpx
-import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import get_message_text, new_data_part, new_message, new_text_message
 from a2a.types import CancelTaskRequest, GetTaskRequest, Role, SendMessageRequest, TaskState
@@ -74,7 +74,7 @@ async def test_a_message_is_answered_and_its_context_is_the_session_that_continu
 
 async def test_a_streamed_run_reports_components_and_streams_the_answer_as_an_artifact(server, alice):
     agent_id = alice.agent(CHAT_DSL)
-    statuses, chunks, final = [], [], None
+    statuses, chunks = [], []
     async with a2a(server, agent_id, alice.token) as client:
         async for response in client.send_message(user("hello")):
             if response.HasField("status_update"):
@@ -143,6 +143,15 @@ async def test_a2a_0_3_method_names_are_served_on_the_same_endpoint(server, alic
     got = httpx.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
                                                  "params": {"id": sent["id"]}}).json()["result"]
     assert got["id"] == sent["id"] and got["contextId"] == sent["contextId"]
+    streamed = {"jsonrpc": "2.0", "id": 3, "method": "message/stream",
+                "params": {"message": {**message, "messageId": uuid.uuid4().hex, "contextId": sent["contextId"]}}}
+    with httpx.stream("POST", url, headers=headers, json=streamed, timeout=60) as reply:
+        results = [json.loads(line[len("data:"):])["result"] for line in reply.iter_lines() if line.startswith("data:")]
+    kinds = [r["kind"] for r in results]
+    assert "artifact-update" in kinds and results[-1]["kind"] == "status-update" and results[-1]["final"]
+    assert results[-1]["status"]["state"] == "completed"
+    assert "".join(p["text"] for r in results if r["kind"] == "artifact-update"
+                   for p in r["artifact"]["parts"]) == chat_answer(2)       # the context's second turn
 
 
 async def test_another_tenant_can_neither_reach_the_agent_nor_its_tasks_nor_its_sessions(server, alice, bob):

@@ -163,3 +163,43 @@ async def test_tokens_are_required_and_another_tenants_agents_stay_invisible(ser
     async with connect(f"{server.url}/api/v1/mcp", alice.token) as session:
         names = {t.name for t in (await session.list_tools()).tools}
         assert mine.lower().replace(" ", "_") in names and theirs.lower().replace(" ", "_") not in names
+
+
+DOC_DSL = {"components": {
+    "begin": cpn("Begin", {}, ["DocGenerator:D"]),
+    "DocGenerator:D": cpn("DocGenerator", {"output_format": "pdf", "content": "# Minutes\n\n{sys.query}",
+                                           "filename": "minutes"}, ["Message:M"]),
+    "Message:M": cpn("Message", {"content": ["Your document: {DocGenerator:D@download}"]}),
+}}
+
+
+async def test_a_file_the_run_produced_is_a_resource_link_to_its_download(server, alice):
+    agent_id = alice.agent(DOC_DSL, title())
+    async with connect(agent_url(server, agent_id), alice.token) as session:
+        tool = (await session.list_tools()).tools[0]
+        result = await session.call_tool(tool.name, {"query": "We agreed."})
+    [link] = [part for part in result.content if isinstance(part, types.ResourceLink)]
+    assert link.name == "minutes.pdf" and link.mime_type == "application/pdf"
+    assert str(link.uri).startswith(f"{server.url}/api/v1/agents/attachments/")
+    document = httpx.get(str(link.uri), headers={"Authorization": f"Bearer {alice.token}"})
+    assert document.status_code == 200 and document.content.startswith(b"%PDF")
+
+
+# the embedded retrieval store is indexed beside the sessions file (with PostgreSQL it would be the user's
+# ~/.canvas2graph): SQLite only
+@pytest.mark.parametrize("server", ["sqlite"], indirect=True)
+async def test_the_chunks_an_answer_cites_are_embedded_resources(server, alice):
+    import json
+    import subprocess
+
+    from tests.server.helpers import CLI, REPO
+    index = subprocess.run(CLI + ["index", "fixtures/kb/docs", "--kb", "support-kb", "--db", server.db, "--quiet"],
+                           cwd=REPO, capture_output=True, text=True)
+    assert index.returncode == 0, index.stderr
+    agent_id = alice.agent(json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), title())
+    async with connect(agent_url(server, agent_id), alice.token) as session:
+        tool = (await session.list_tools()).tools[0]
+        result = await session.call_tool(tool.name, {"query": "I was charged twice for my order"})
+    cited = [part.resource for part in result.content if isinstance(part, types.EmbeddedResource)]
+    assert cited and all(str(r.uri).startswith("canvas2graph://chunks/") and r.text for r in cited), result
+    assert "refunds.md" in {r.meta["document_name"] for r in cited}
