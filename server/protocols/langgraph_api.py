@@ -16,6 +16,7 @@ from typing import Callable
 from fastapi import APIRouter, Body, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
+from langgraph.errors import InvalidUpdateError
 
 from runtime.store import Agent, Session
 from server.compiling import compile_in_thread
@@ -60,6 +61,29 @@ def _runs(request: Request) -> Runs:
     return request.app.state.langgraph_runs
 
 
+def _page(body: dict, default_limit: int = 10) -> tuple[int, int]:
+    """(offset, limit) of a search body, refused with 422 when they are not whole numbers >= 0."""
+    values = []
+    for name, default in (("offset", 0), ("limit", default_limit)):
+        value = body.get(name)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise LangGraphError(422, f"`{name}` must be a whole number >= 0, got {value!r}")
+        values.append(value)
+    return values[0], values[1]
+
+
+def _checkpoint_id(body: dict, key: str = "checkpoint") -> str | None:
+    """`checkpoint_id`, or `checkpoint.checkpoint_id`, of a body."""
+    checkpoint = body.get(key)
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise LangGraphError(422, f"`{key}` must be an object with `checkpoint_id`")
+    found = body.get("checkpoint_id") or (checkpoint or {}).get("checkpoint_id")
+    if found is not None and not isinstance(found, str):
+        raise LangGraphError(422, "`checkpoint_id` must be a string")
+    return found
+
+
 # --- assistants ------------------------------------------------------------------------------------
 async def _assistant(request: Request, tenant: str, assistant_id: str) -> Agent:
     """An agent by id, or by graph id (the title in snake_case), as LangGraph takes either."""
@@ -79,7 +103,7 @@ async def search_assistants(request: Request, body: dict = Body(default_factory=
         agents = [a for a in agents if graph_id(a) == body["graph_id"]]
     if body.get("name"):
         agents = [a for a in agents if str(body["name"]).lower() in a.title.lower()]
-    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+    offset, limit = _page(body)
     return [assistant_view(a) for a in agents[offset:offset + limit]]
 
 
@@ -194,7 +218,7 @@ async def search_threads(request: Request, body: dict = Body(default_factory=dic
     threads = [await _thread(request, tenant, r) for r in rows]
     if body.get("status"):
         threads = [t for t in threads if t["status"] == body["status"]]
-    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+    offset, limit = _page(body)
     return threads[offset:offset + limit]
 
 
@@ -229,14 +253,16 @@ async def thread_history(request: Request, thread_id: str, body: dict = Body(def
         return []
     graph = await _graph(session, request.app.state.store.checkpointer)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    checkpoint = body.get("checkpoint") or {}
-    if checkpoint.get("checkpoint_id"):
-        config["configurable"]["checkpoint_id"] = checkpoint["checkpoint_id"]
+    checkpoint_id = _checkpoint_id({"checkpoint": body.get("checkpoint")})
+    if checkpoint_id:
+        config["configurable"]["checkpoint_id"] = checkpoint_id
     before = body.get("before")
-    before_id = before.get("checkpoint_id") if isinstance(before, dict) else before
+    before_id = _checkpoint_id({"before": before}, "before") if isinstance(before, dict) else before
+    if before_id is not None and not isinstance(before_id, str):
+        raise LangGraphError(422, "`before` must be a checkpoint id or an object with `checkpoint_id`")
     before_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": before_id}} \
         if before_id else None
-    limit = int(body.get("limit") or 10)
+    _offset, limit = _page({"limit": body.get("limit")})
     return [state_view(s, thread_id) async for s in graph.aget_state_history(
         config, limit=limit, before=before_config, filter=body.get("metadata") or None)]
 
@@ -255,12 +281,12 @@ async def update_thread_state(request: Request, thread_id: str, body: dict = Bod
         raise LangGraphError(409, f"thread {thread_id} is running a run: wait for it to end or cancel it")
     try:
         graph = await _graph(session, store.checkpointer)
-        checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id")
+        checkpoint_id = _checkpoint_id(body)
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
                                    **({"checkpoint_id": checkpoint_id} if checkpoint_id else {})}}
         try:
             written = await graph.aupdate_state(config, body.get("values"), as_node=body.get("as_node"))
-        except (ValueError, KeyError, TypeError) as e:
+        except (InvalidUpdateError, ValueError, KeyError, TypeError) as e:
             raise LangGraphError(422, f"the state cannot be updated so: {e}")
     finally:
         await store.release_lease(thread_id, owner)

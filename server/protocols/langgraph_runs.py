@@ -74,7 +74,12 @@ async def turn_request(request: Request, session: Session, body: dict, modes: li
     command = body.get("command") or {}
     if not isinstance(command, dict) or set(command) - {"resume"}:
         raise LangGraphError(422, "only `command={'resume': ...}` is served (not goto or update)")
-    checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id")
+    checkpoint = body.get("checkpoint")
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise LangGraphError(422, "`checkpoint` must be an object with `checkpoint_id`")
+    checkpoint_id = body.get("checkpoint_id") or (checkpoint or {}).get("checkpoint_id")
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str):
+        raise LangGraphError(422, "`checkpoint_id` must be a string")
     if checkpoint_id:
         if body.get("input") is not None:
             raise LangGraphError(422, "a run from a checkpoint takes no `input`: update the state there first")

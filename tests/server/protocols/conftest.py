@@ -5,6 +5,7 @@ The scripted model takes 40 ms per streamed piece, so a turn of many steps lasts
 test to cancel it mid-way (`long_dsl`)."""
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -19,7 +20,11 @@ PACED_SCRIPT = {**SCRIPT, "chunk_interval_ms": 40}
 def server(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"protocols-{request.param}")
     db = str(tmp / "server.db") if request.param == "sqlite" else postgres_url()
-    with Server(db, tmp, PACED_SCRIPT) as running:
+    # a retrieval's own time limit (12 s) is meant for a live service: on a machine busy with other test
+    # runs, the embedded store's first search (loading its tokenizer) may take longer
+    config = tmp / "retrieval.toml"
+    config.write_text("timeout = 300\n")
+    with Server(db, tmp, PACED_SCRIPT, env={**os.environ, "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(config)}) as running:
         yield running
 
 

@@ -161,3 +161,21 @@ async def test_another_tenant_sees_neither_the_assistants_nor_the_threads(server
         await theirs.threads.create(thread_id=thread)
     assert refused.value.response.status_code == 409
     assert httpx.post(f"{server.url}/langgraph/threads", json={}).status_code == 401
+
+
+async def test_requests_outside_the_served_subset_are_refused_saying_what_is_wrong(server, alice):
+    agent_id = alice.agent(CHAT_DSL, title())
+    thread = (await client(server, alice).threads.create())["thread_id"]
+    base, headers = f"{server.url}/langgraph", {"Authorization": f"Bearer {alice.token}"}
+
+    def refused(path: str, body: dict) -> str:
+        reply = httpx.post(base + path, json=body, headers=headers, timeout=60)
+        assert reply.status_code == 422, reply.text
+        return reply.json()["detail"]
+
+    assert "`limit`" in refused("/threads/search", {"limit": "ten"})
+    assert "`checkpoint`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "checkpoint": "x"})
+    assert "messages-tuple" in refused(f"/threads/{thread}/runs/stream", {"assistant_id": agent_id,
+                                                                          "stream_mode": "events", "input": {}})
+    assert "goto" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "command": {"goto": "x"}})
+    assert "`input`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "input": "hello"})
