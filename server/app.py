@@ -16,8 +16,8 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
-                           webhooks)
+from server.routes import (agents, artifacts, builder, completions, datasets, evaluations, files, graphs, recordings,
+                           templates, traces, versions, webhooks)
 from server.protocols import a2a_server, langgraph_api, mcp_server
 from server.services import RunServices
 from server import ui
@@ -43,6 +43,19 @@ def tune_gc() -> None:
     gc.set_threshold(7000, 20, 100)
 
 
+def start_expiry(store, conversations, ttl: float | None) -> asyncio.Task | None:
+    """`serve --session-ttl`: delete sessions idle that long, in the background (runtime/lifecycle.py)."""
+    if not ttl:
+        return None
+    import logging
+
+    from runtime.lifecycle import expire_sessions
+    # uvicorn's own logger: the one a server's log shows at its --log-level
+    logging.getLogger("uvicorn.error").info("sessions idle for %g s or more are deleted (--session-ttl)", ttl)
+    return asyncio.create_task(expire_sessions(store, ttl, running=lambda: list(conversations.turns)),
+                               name="session-expiry")
+
+
 def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, Any] | None = None) -> FastAPI:
     """The app for `config`. `models` replaces the model source (a callable returning
     `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
@@ -64,9 +77,14 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     # stopped before the conversations: background webhook runs stay `running`, to resume
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
-                        async with run_mcp():     # MCP sessions end before the turns they run
-                            tune_gc()
-                            yield
+                        expiry = start_expiry(store, conversations, config.session_ttl)
+                        try:
+                            async with run_mcp():     # MCP sessions end before the turns they run
+                                tune_gc()
+                                yield
+                        finally:
+                            if expiry is not None:
+                                expiry.cancel()
         finally:
             await compilers.close()
             await run_services.aclose()
@@ -82,16 +100,20 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(versions.router)
     app.include_router(webhooks.router)
     app.include_router(traces.router)          # before agents: /agents/rerun is no agent id
+    app.include_router(recordings.router)
+    app.include_router(evaluations.router)
     app.include_router(agents.router)
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    app.include_router(datasets.router)        # ingestion pipelines into datasets
     run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
     a2a_server.install(app)
     langgraph_api.install(app)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
+    app.state.run_services = run_services
     app.state.upload_policy = upload_policy
     app.state.default_llm = config.default_llm
 
