@@ -25,6 +25,9 @@ from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwr
 from runtime.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
+# A turn asked for more of LangGraph's stream (server/protocols/langgraph_api.py) yields each part of those
+# modes as it comes, as `{"event": RAW_EVENT, "mode": ..., "ns": ..., "data": ...}` beside RAGFlow's events.
+RAW_EVENT = "langgraph"
 FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
@@ -240,7 +243,7 @@ class TurnEvents:
 
     def __init__(self, graph, graph_input: Any, config: dict | None = None, *, context: Any = None,
                  durability: str | None = None, request_inputs: dict | None = None, snapshot: Any = None,
-                 message_id: str | None = None, fork: bool = False):
+                 message_id: str | None = None, fork: bool = False, raw_modes: list[str] | None = None):
         from compiler.canvas import canvas_of
         from langgraph.types import Command
 
@@ -261,6 +264,8 @@ class TurnEvents:
         inputs = request_inputs if request_inputs is not None else _request_inputs(graph_input)
         self.adapter = EventAdapter(self.canvas, session_id=session_id, request_inputs=inputs, message_id=message_id)
         self.usage = self.adapter.usage
+        # LangGraph stream modes whose parts are passed on raw (RAW_EVENT), besides the ones RAGFlow's events need
+        self.raw_modes = list(dict.fromkeys(raw_modes or ()))
         self.status = "running"
         self.error: str | None = None
 
@@ -301,10 +306,15 @@ class TurnEvents:
         config = {**self.config,
                   "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
+            modes = list(dict.fromkeys(STREAM_MODES + self.raw_modes))
             async for part in self.graph.astream(self.input, config, context=self.context,
-                                                 stream_mode=STREAM_MODES, version="v2", **options):
-                for event in adapter.feed(part):
-                    yield event
+                                                 stream_mode=modes, version="v2", **options):
+                if part["type"] in self.raw_modes:
+                    yield {"event": RAW_EVENT, "message_id": adapter.message_id, "mode": part["type"],
+                           "ns": part.get("ns") or (), "data": part["data"]}
+                if part["type"] in STREAM_MODES:
+                    for event in adapter.feed(part):
+                        yield event
             for event in adapter.end():
                 yield event
         except ComponentError as e:

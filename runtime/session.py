@@ -44,6 +44,8 @@ class TurnRequest:
     files: list | None = None
     # a fork from a step of the session (runtime/trace.py `fork_plan`): the run starts from its checkpoint
     fork: Any = None
+    # LangGraph stream modes to pass on raw beside RAGFlow's events (runtime/events.py RAW_EVENT)
+    stream_modes: list[str] | None = None
 
     def __post_init__(self) -> None:
         # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
@@ -226,7 +228,8 @@ class Runner:
         run_config = {**start_config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
                             durability=DURABILITY if self.checkpointer is not None else None,
-                            request_inputs=request.inputs or {}, fork=request.fork is not None)
+                            request_inputs=request.inputs or {}, fork=request.fork is not None,
+                            raw_modes=request.stream_modes)
         self.outcome.extra["usage"] = events.usage      # live model usage, also for turns that pause or stop
         try:
             async for event in events:

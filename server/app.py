@@ -18,6 +18,7 @@ from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
 from server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
                            recordings, templates, traces, versions, webhooks)
+from server.protocols import a2a_server, langgraph_api, mcp_server
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -77,9 +78,10 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
                         expiry = start_expiry(store, conversations, config.session_ttl)
-                        tune_gc()
                         try:
-                            yield
+                            async with run_mcp():     # MCP sessions end before the turns they run
+                                tune_gc()
+                                yield
                         finally:
                             if expiry is not None:
                                 expiry.cancel()
@@ -106,6 +108,9 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(artifacts.router)
     app.include_router(components.router)      # the params schemas, for the canvas editor
     app.include_router(datasets.router)        # ingestion pipelines into datasets
+    run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
+    a2a_server.install(app)
+    langgraph_api.install(app)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files

@@ -14,6 +14,7 @@ from runtime.store import StoreError
 from runtime.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
+from server.protocols.common import endpoints
 from server.turns import check
 from server.views import agent_view, checked_view, session_view
 
@@ -146,7 +147,9 @@ async def list_agents(request: Request, tenant_id: str = Depends(tenant)):
 @router.get("/agents/{agent_id}", summary="An agent, with its DSL's diagnostics")
 async def get_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     agent = await owned_agent(request, tenant_id, agent_id)
-    return ok(agent_view(agent, checked=checked_view(await check(request, agent.dsl))))
+    view = agent_view(agent, checked=checked_view(await check(request, agent.dsl)))
+    view["endpoints"] = endpoints(str(request.base_url), agent)     # MCP, A2A and LangGraph (docs/protocols.md)
+    return ok(view)
 
 
 @router.put("/agents/{agent_id}", summary="Update an agent; the reply lists the DSL's diagnostics")

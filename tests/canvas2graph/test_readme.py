@@ -4,7 +4,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,6 +44,81 @@ def test_the_eject_example_runs_as_written(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "support_desk.py").read_text(encoding="utf-8").startswith('"""A RAGFlow agent canvas ejected')
     assert "You were charged twice" in done.stdout
+
+
+# --- MCP, A2A and LangGraph's API ------------------------------------------------------------------------
+PROTOCOLS = "## Every agent over MCP, A2A and LangGraph's API"
+
+
+def protocol_blocks() -> tuple[str, dict[str, str]]:
+    """The section's shell block, and its Python blocks by the bold name before each (**MCP.**, ...)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index(PROTOCOLS):]
+    section = section[:section.index("\n## ", 1)]
+    shell = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    blocks = {m.group(1): m.group(2) for m in re.finditer(r"\*\*([\w ']+)\.\*\*.*?```python\n(.*?)```", section, re.S)}
+    return shell, blocks
+
+
+@pytest.fixture(scope="module")
+def protocol_server(tmp_path_factory):
+    """The section's shell lines as written, in a fresh home folder (so the default database is new); the
+    server line gets a free port (`--port`), as `CANVAS2GRAPH_URL` tells the snippets."""
+    from tests.server.helpers import free_port
+
+    home = tmp_path_factory.mktemp("readme-home")
+    (home / "fixtures").symlink_to(REPO / "fixtures")
+    (home / ".venv").symlink_to(Path(sys.prefix))
+    shell, _blocks = protocol_blocks()
+    setup, serve = [line for line in shell.splitlines() if line.strip()]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    port = free_port()
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{setup}\necho \"$TOKEN\""], cwd=home,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip().splitlines()[-1]
+    server = subprocess.Popen(["bash", "-c", f"exec {serve.rstrip(' &')} --port {port}"], cwd=home, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield {"TOKEN": token, "CANVAS2GRAPH_URL": url, "HOME": str(home)}
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def run_snippet(name: str, env: dict[str, str], tmp_path) -> str:
+    _shell, blocks = protocol_blocks()
+    script = tmp_path / f"readme_{name.lower()}.py"       # not `mcp.py`: it would shadow the package
+    script.write_text(blocks[name])
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_mcp_snippet_runs_as_written(protocol_server, tmp_path):
+    lines = run_snippet("MCP", protocol_server, tmp_path).splitlines()
+    assert lines[0] == "['support_desk']"
+    assert "The customer sees two charges" in "\n".join(lines[1:])
+
+
+def test_the_a2a_snippet_runs_as_written(protocol_server, tmp_path):
+    output = run_snippet("A2A", protocol_server, tmp_path)
+    assert "The customer sees two charges" in output and output.endswith("\n")
+
+
+def test_the_langgraph_snippet_runs_as_written(protocol_server, tmp_path):
+    answer, turns = run_snippet("LangGraph's API", protocol_server, tmp_path).splitlines()
+    assert answer.startswith("You were charged twice because the first payment timed out") and turns == "turns: 1"
 
 
 def test_the_ingest_example_runs_as_written(tmp_path):

@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from 'react';
 import { api } from './api.js';
 import { RunCanvas } from './canvas.jsx';
 import { Chat } from './chat.jsx';
+import { EndpointsPanel } from './endpoints.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { fieldLabel } from './forms.jsx';
 import { statesFromSteps, stepsOfTurn } from './runstate.js';
@@ -198,6 +199,7 @@ function RunView({ agent, session }) {
         </section>
         <RunCanvas dsl={dsl} states={turn.states} onOpen={openStep} />
       </div>
+      <EndpointsPanel agent={agent} />
     </>
   );
 }
