@@ -22,6 +22,7 @@ import shutil
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -73,23 +74,25 @@ def _install_debian_wordnet(target: Path) -> bool:
     return (dest / "lexnames").is_file()
 
 
-def _wordnet_ready() -> bool:
+def _wordnet() -> Any:
+    """A WordNet reader on our data folder (Debian's WordNet copied in once), or None without one."""
     import nltk
     target = nltk_data_dir()
     if str(target) not in nltk.data.path:
         nltk.data.path.insert(0, str(target))
     try:
-        nltk.data.find("corpora/wordnet")
+        root = nltk.data.find("corpora/wordnet")
     except LookupError:
         if not _install_debian_wordnet(target):
-            return False
+            return None
+        root = nltk.data.find("corpora/wordnet")
+    from runtime.retrieval.wordnet import WordNet30
     try:
-        from nltk.corpus import wordnet
-        wordnet.ensure_loaded()
-        return bool(wordnet.synsets("car"))
+        reader = WordNet30(root)
+        return reader if reader.synsets("car") else None
     except Exception as e:          # a broken copy: run stem-only rather than fail every query
         log.warning("WordNet is present but unusable (%s); tokenizing stem-only", e)
-        return False
+        return None
 
 
 def _load_module():
@@ -110,9 +113,13 @@ class Tokenizer:
 
     def __init__(self) -> None:
         module = _load_module()
-        self.lemmatizing = _wordnet_ready()
+        self._wordnet = _wordnet()
+        self.lemmatizing = self._wordnet is not None
         self._rt = module.RagTokenizer()
-        if not self.lemmatizing:
+        if self.lemmatizing:
+            from runtime.retrieval.wordnet import lemmatizer
+            self._rt.lemmatizer = lemmatizer(self._wordnet)
+        else:
             global STEM_ONLY
             STEM_ONLY = True        # the command line explains it once, in words, when it is done
             self._rt._use_lemmatizer = False
@@ -147,8 +154,7 @@ class Tokenizer:
         """
         if not self.lemmatizing:
             return []
-        from nltk.corpus import wordnet
-        names = {s.name().split(".")[0].replace("_", " ") for s in wordnet.synsets(token)}
+        names = {s.name().split(".")[0].replace("_", " ") for s in self._wordnet.synsets(token)}
         names.discard(token)
         return sorted(n for n in names if n)
 
