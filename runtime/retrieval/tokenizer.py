@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from runtime.retrieval.protocol import RetrievalError
+
 log = logging.getLogger(__name__)
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -44,8 +46,12 @@ POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 STEM_ONLY = False
 
 
-class TokenizerUnavailable(RuntimeError):
-    pass
+INSTALL_HINT = ("Retrieval needs RAGFlow's tokenizer, from the retrieval extra, which is not installed: "
+                "pip install 'canvas2graph[retrieval]'")
+
+
+class TokenizerUnavailable(RetrievalError):
+    """RAGFlow's tokenizer (infinity-sdk, the `retrieval` extra) is not installed."""
 
 
 def nltk_data_dir() -> Path:
@@ -98,7 +104,7 @@ def _wordnet() -> Any:
 def _load_module():
     spec = importlib.util.find_spec("infinity")     # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise TokenizerUnavailable("RAGFlow's tokenizer needs the PyPI package infinity-sdk (pip install 'infinity-sdk==0.7.3')")
+        raise TokenizerUnavailable(INSTALL_HINT)
     path = Path(list(spec.submodule_search_locations)[0]) / "rag_tokenizer.py"
     module_spec = importlib.util.spec_from_file_location("canvas2graph_rag_tokenizer", path)
     module = importlib.util.module_from_spec(module_spec)
