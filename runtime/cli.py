@@ -98,6 +98,7 @@ def cmd_export(args) -> int:
         data = (json.dumps(to_json(compiled.plan), ensure_ascii=False, indent=2) + "\n").encode()
     if args.out:
         try:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_bytes(data)
         except OSError as e:
             raise UsageError(f"cannot write {args.out}: {e.strerror}")

@@ -123,7 +123,7 @@ def test_the_first_command_runs_the_demo(clone):
 
 def test_the_readme_states_the_measured_install_figures():
     text = readme()[readme().index("## Try it"):]
-    seconds, megabytes = re.search(r"the command takes (\d+) s and the virtual environment weighs (\d+) MB", text).groups()
+    seconds, megabytes = re.search(r"the command takes (\d+) s of CPU time.*?weighs (\d+) MB", text, re.S).groups()
     assert int(seconds) < 60 and int(megabytes) < 500
 
 
@@ -240,11 +240,11 @@ def test_the_knowledge_base_demo_cites_its_chunk(clone):
 
 
 def test_the_mcp_config_example_loads(tmp_path):
-    from runtime.mcp import load_config
+    from runtime.mcp import MCPServers
     path = tmp_path / "mcp.json"
     path.write_text(block('{"servers": {"calc"'))
-    config = load_config(str(path))
-    assert list(config.servers) == ["calc"]
+    calc = MCPServers.load(path).get("calc")
+    assert calc is not None and calc.url == "http://127.0.0.1:8000/mcp" and calc.transport == "streamable-http"
 
 
 # --- the HTTP server -------------------------------------------------------------------------------------
@@ -256,9 +256,11 @@ def test_the_server_examples_run_against_one_server(clone):
     marker = "\n--- files ---\n"
     done = sh(clone, f"{server}\necho '{marker}'\n{files}\necho '{marker}'\n{webhook}\nkill %1\nwait", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    run, shown, hooked = done.stdout.split(marker.strip())
-    answer = json.loads(run)
-    assert answer["code"] == 0 and "charged twice" in json.dumps(answer)
+    printed = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("INFO:"))   # the access log
+    run, shown, hooked = printed.split(marker.strip())
+    events = [json.loads(line[len("data:"):]) for line in run.splitlines() if line.startswith("data:{")]
+    assert events[-1]["event"] == "workflow_finished" and not events[-1]["data"].get("error")
+    assert "You were charged twice" in "".join(e["data"].get("content", "") for e in events if e["event"] == "message")
     assert shown.strip().splitlines()[-3:] == ["| region | total |", "|---|---|", "| north | 10 |"]
     assert json.loads(hooked) == {"message": "Hello Ada!", "success": True, "code": 200}
     assert sorted(p.name for p in clone.iterdir()) == [".venv", "build", "fixtures", "home"]
