@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -18,7 +19,9 @@ def readers() -> tuple[WordNet30, WordNetCorpusReader]:
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
-    return lazy, WordNetCorpusReader(lazy.root, None)      # NLTK's reader, eager, on the same files
+    with warnings.catch_warnings():         # "multilingual functions are not available": not used here
+        warnings.simplefilter("ignore", UserWarning)
+        return lazy, WordNetCorpusReader(lazy.root, None)      # NLTK's reader, eager, on the same files
 
 
 def test_every_lemma_finds_the_synsets_nltks_eager_map_holds(readers):
