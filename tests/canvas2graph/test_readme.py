@@ -46,6 +46,7 @@ CLAIMS = {
     "serve --llm-script fixtures/demo/support_desk.script.json &": "test_the_server_examples_run_against_one_server",
     "/upload | jq -c .data": "test_the_server_examples_run_against_one_server",
     "/webhook\n": "test_the_server_examples_run_against_one_server",
+    "canvas2graph record --session billing-1": "test_the_testing_example_records_tests_and_evaluates_as_written",
     "templates create c2g-support-desk": "tests/server/ui/test_inspector.py::test_the_readme_setup_gives_a_tenant_the_demo_agent_to_run_in_the_browser",
 }
 
@@ -264,3 +265,25 @@ def test_the_server_examples_run_against_one_server(clone):
     assert shown.strip().splitlines()[-3:] == ["| region | total |", "|---|---|", "| north | 10 |"]
     assert json.loads(hooked) == {"message": "Hello Ada!", "success": True, "code": 200}
     assert sorted(p.name for p in clone.iterdir()) == [".venv", "build", "fixtures", "home"]
+
+
+def test_the_testing_example_records_tests_and_evaluates_as_written(tmp_path):
+    """The README's record, test and eval lines, run by the shell in a folder laid out like a fresh clone."""
+    import json
+    import xml.etree.ElementTree as ET
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Testing and evaluating agents"):]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "fixtures").symlink_to(REPO / "fixtures")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    case = json.loads((tmp_path / "cases" / "billing" / "case.json").read_text(encoding="utf-8"))
+    assert case["turns"][0]["expect"]["path"] == ["begin", "Categorize:Desk", "LLM:Billing", "Message:Answer"]
+    assert "PASS session billing-1 (cases/billing)" in done.stdout and "1 case(s): 1 passed, 0 failed" in done.stdout
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [row["score"] for row in report["rows"]] == [1.0, 1.0, 1.0, 1.0, 0.5, 0.0]
+    assert report["summary"]["score"] == 0.75 and report["summary"]["cost"] > 0
+    assert "fixtures/demo/support_desk.json: score 0.75 over 6 scored row(s) of 6 (4 passed)" in done.stdout
