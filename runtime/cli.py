@@ -102,7 +102,9 @@ def cmd_export(args) -> int:
             Path(args.out).write_bytes(data)
         except OSError as e:
             raise UsageError(f"cannot write {args.out}: {e.strerror}")
-        print(f"wrote {args.out} ({args.format}, {len(data):,} bytes, {len(compiled.plan.nodes)} components)")
+        # said on stderr: stdout stays the channel of what is exported, for pipelines and the tests that read it
+        print(f"wrote {args.out} ({args.format}, {len(data):,} bytes, {len(compiled.plan.nodes)} components)",
+              file=sys.stderr)
         return 0
     if args.format == "png" and sys.stdout.isatty():
         raise UsageError("a PNG is binary: write it with --out FILE (or redirect stdout to a file)")

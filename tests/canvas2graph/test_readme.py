@@ -183,7 +183,7 @@ def test_the_pictures_are_drawn_into_build(clone):
     assert_clean(done)
     svg, png = clone / "build" / "support_desk.svg", clone / "build" / "support_desk.png"
     assert svg.read_text().lstrip().startswith(("<?xml", "<svg")) and png.read_bytes()[:4] == b"\x89PNG"
-    assert done.stdout.splitlines() == [f"wrote build/support_desk.svg (svg, {svg.stat().st_size:,} bytes, 6 components)",
+    assert done.stderr.splitlines() == [f"wrote build/support_desk.svg (svg, {svg.stat().st_size:,} bytes, 6 components)",
                                         f"wrote build/support_desk.png (png, {png.stat().st_size:,} bytes, 6 components)"]
     assert "build/" in (REPO / ".gitignore").read_text().splitlines()     # what the examples write is ignored
 

@@ -41,7 +41,7 @@ def test_export_says_what_it_wrote(tmp_path):
     out = tmp_path / "desk.mmd"
     done = cli(tmp_path, "export", "fixtures/demo/support_desk.json", "--out", str(out))
     assert done.returncode == 0 and out.read_text().startswith("flowchart")
-    assert done.stdout == f"wrote {out} (mermaid, {out.stat().st_size:,} bytes, 6 components)\n"
+    assert done.stdout == "" and done.stderr == f"wrote {out} (mermaid, {out.stat().st_size:,} bytes, 6 components)\n"
 
 
 def test_the_data_analyst_shows_that_its_code_ran_with_the_reasoning_hidden(tmp_path):
