@@ -40,7 +40,7 @@ def test_the_core_dependencies_leave_the_heavy_packages_to_extras_the_test_extra
     assert any(d.startswith("infinity-sdk") for d in extras["retrieval"])
     assert any(d.startswith("playwright") for d in extras["browser"])
     assert any(d.startswith("akshare") for d in extras["finance"])
-    assert "canvas2graph[retrieval,browser,finance]" in extras["test"]
+    assert "canvas2graph[retrieval,browser,finance,ingest]" in extras["test"]
 
 
 def test_the_demo_runs_without_any_extra(tmp_path):

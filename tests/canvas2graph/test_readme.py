@@ -46,6 +46,7 @@ CLAIMS = {
     "serve --llm-script fixtures/demo/support_desk.script.json &": "test_the_server_examples_run_against_one_server",
     "/upload | jq -c .data": "test_the_server_examples_run_against_one_server",
     "/webhook\n": "test_the_server_examples_run_against_one_server",
+    "canvas2graph ingest fixtures/kb/pipeline.json": "test_the_ingest_example_runs_as_written",
     "canvas2graph record --session billing-1": "test_the_testing_example_records_tests_and_evaluates_as_written",
     "templates create c2g-support-desk": "tests/server/ui/test_inspector.py::test_the_readme_setup_gives_a_tenant_the_demo_agent_to_run_in_the_browser",
 }
@@ -265,6 +266,25 @@ def test_the_server_examples_run_against_one_server(clone):
     assert shown.strip().splitlines()[-3:] == ["| region | total |", "|---|---|", "| north | 10 |"]
     assert json.loads(hooked) == {"message": "Hello Ada!", "success": True, "code": 200}
     assert sorted(p.name for p in clone.iterdir()) == [".venv", "build", "fixtures", "home"]
+
+
+def test_the_ingest_example_runs_as_written(tmp_path):
+    """The README's ingest line: a pipeline over the demo documents, then the demo agent answering from them."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Ingestion pipelines"):]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "fixtures").symlink_to(REPO / "fixtures")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    # a retrieval may take its first tokenizer load on a busy test machine: more than RAGFlow's 12 s
+    (tmp_path / "retrieval.toml").write_text("timeout = 120\n")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                            "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(tmp_path / "retrieval.toml")})
+    assert done.returncode == 0, done.stderr
+    assert "support-kb: 3 file(s) ingested (3 chunks), 0 unchanged, 0 failed" in done.stdout
+    assert (tmp_path / ".canvas2graph" / "retrieval.db").is_file()
+    assert "✓ Retrieval:Docs" in done.stdout and "Title: refunds.md" in done.stdout      # found the ingested chunk
+    assert "The second charge is reversed automatically" in done.stdout
 
 
 def test_the_testing_example_records_tests_and_evaluates_as_written(tmp_path):
