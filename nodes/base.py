@@ -51,6 +51,9 @@ class Result:
     outputs: dict[str, Any]
     inputs: dict[str, Any] = field(default_factory=dict)
     writes: dict[str, Any] = field(default_factory=dict)      # other channels (globals, other components)
+    # the turn's answer if this component ends the turn, when it is not `content` (a Message that showed
+    # a model's thinking keeps it in its content, as RAGFlow does; the answer is the text outside it)
+    answer: str | None = None
 
 
 class Node:
@@ -155,6 +158,8 @@ class Node:
         last = {"component_id": self.id, "inputs": result.inputs}
         if record:              # what the step asked of models and tools, for its trace (runtime/calls.py)
             last["calls"] = record
+        if result.answer is not None:
+            last["answer"] = result.answer
         update: dict[str, Any] = {OUTPUTS: written, LAST: last}
         for key, value in result.writes.items():
             if key.startswith(OUT_PREFIX):

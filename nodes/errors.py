@@ -50,7 +50,25 @@ def classify(e: BaseException) -> ModelCallError:
         return ModelCallError("INVALID_REQUEST", str(e), retryable=False)
     # rate limits, 5xx, timeouts, connection failures, and the scripted model's errors (which stand
     # for a provider error): RAGFlow retries these and reports MAX_RETRIES_EXCEEDED at the end
-    return ModelCallError("MAX_RETRIES_EXCEEDED", str(e), retryable=True)
+    tried = unreached_host(e)
+    return ModelCallError("MAX_RETRIES_EXCEEDED", f"{e} (tried {tried})" if tried else str(e), retryable=True)
+
+
+def unreached_host(e: BaseException) -> str:
+    """Where a failed connection went (`https://host:port`, from the request the error carries), so that
+    "Connection error." says which base URL to check; "" for other failures."""
+    if not (isinstance(e, (ConnectionError, TimeoutError)) or "Connection" in type(e).__name__
+            or "Timeout" in type(e).__name__ or "Connect" in type(e).__name__):
+        return ""
+    try:
+        url = getattr(getattr(e, "request", None), "url", None)
+    except RuntimeError:            # httpx raises when an error has no request
+        return ""
+    host = getattr(url, "host", None)
+    if not host:
+        return ""
+    port = getattr(url, "port", None)
+    return f"{url.scheme}://{host}" + (f":{port}" if port else "")
 
 
 def is_retryable(e: BaseException) -> bool:

@@ -54,8 +54,9 @@ class Message(Node):
         t = self.templates[0] if len(self.templates) == 1 else random.choice(self.templates)
         write = stream_writer()
         downloads: list[dict[str, Any]] = []         # files a DocGenerator offers, shown as downloads, not text
+        answer = None
         if self.params.stream and not t.has_jinja:
-            content, inputs, writes = await self._stream(t, state, ctx, write, downloads)
+            content, inputs, writes, answer = await self._stream(t, state, ctx, write, downloads)
         else:
             content, inputs, writes = await self._render(t, state, ctx, downloads)
             write({"event": "message", "content": content})
@@ -69,11 +70,16 @@ class Message(Node):
         if reference.get("chunks") or reference.get("doc_aggs"):
             end["reference"] = reference
         write({"event": "message_end", **end})
-        return Result(outputs={"content": content, "downloads": downloads}, inputs=inputs, writes=writes)
+        return Result(outputs={"content": content, "downloads": downloads}, inputs=inputs, writes=writes,
+                      answer=answer if answer != content else None)
 
     async def _stream(self, t: Template, state, ctx, write, downloads: list):
-        """Spliced substitution, as RAGFlow's streaming Message (spaces next to refs vanish)."""
+        """Spliced substitution, as RAGFlow's streaming Message (spaces next to refs vanish).
+
+        Returns the content (thinking included, as RAGFlow's), the inputs, the writes and the answer:
+        the content less the thinking of the generations it relayed."""
         parts: list[str] = []
+        said: list[str] = []
         inputs: dict[str, Any] = {}
         writes: dict[str, Any] = {}
         for part in t.spliced:
@@ -82,16 +88,20 @@ class Message(Node):
             else:
                 value = resolve(state, part)
                 if is_pending(value):          # relayed piece by piece as the model writes
-                    parts.append(inputs.setdefault(part.expr, await self._relay(value, ctx, write, writes, state)))
+                    shown, answer = await self._relay(value, ctx, write, writes, state)
+                    parts.append(inputs.setdefault(part.expr, shown))
+                    said.append(answer)
                     continue
                 text = inputs[part.expr] = shown_text(value, downloads)
             if text:
                 write({"event": "message", "content": text})
             parts.append(text)
-        return "".join(parts), inputs, writes
+            said.append(text)
+        return "".join(parts), inputs, writes, "".join(said)
 
-    async def _relay(self, pending, ctx, write, writes, state) -> str:
-        """Stream a pending generation chunk by chunk; record the producer's final content.
+    async def _relay(self, pending, ctx, write, writes, state) -> tuple[str, str]:
+        """Stream a pending generation chunk by chunk; record the producer's final content. Returns the
+        text shown (thinking included) and the text outside the thinking.
 
         The Message shows everything, thinking included (between start_to_think and end_to_think
         events); the producer's content is its answer alone, unless the producer says otherwise.
@@ -124,7 +134,7 @@ class Message(Node):
         writes[channel(producer)] = {"content": content, "_elapsed_time": time.perf_counter() - created}
         if sink.get("reference"):
             writes[REFERENCE] = merge_reference(writes.get(REFERENCE), sink["reference"])
-        return "".join(shown)
+        return "".join(shown), (sink["answer"] if "answer" in sink else answer.text)
 
     @staticmethod
     def _show(piece: str, write, shown: list[str]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import importlib
 import json
 import os
@@ -97,9 +98,13 @@ def cmd_export(args) -> int:
         data = (json.dumps(to_json(compiled.plan), ensure_ascii=False, indent=2) + "\n").encode()
     if args.out:
         try:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_bytes(data)
         except OSError as e:
             raise UsageError(f"cannot write {args.out}: {e.strerror}")
+        # said on stderr: stdout stays the channel of what is exported, for pipelines and the tests that read it
+        print(f"wrote {args.out} ({args.format}, {len(data):,} bytes, {len(compiled.plan.nodes)} components)",
+              file=sys.stderr)
         return 0
     if args.format == "png" and sys.stdout.isatty():
         raise UsageError("a PNG is binary: write it with --out FILE (or redirect stdout to a file)")
@@ -128,11 +133,12 @@ def run_compiled(compiled, args) -> int:
     environment = run_environment(args)
     session = args.session or str(uuid.uuid4())
     printer = JsonlPrinter() if args.format == "jsonl" else PrettyPrinter(session, show_thinking=args.show_thinking)
-    try:
-        return asyncio.run(_run(compiled, environment, session, args, inputs, printer, files))
-    finally:
-        from runtime.tracing import flush
-        flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
+    from runtime.tracing import flush, reachable_tracers
+    with reachable_tracers():
+        try:
+            return asyncio.run(_run(compiled, environment, session, args, inputs, printer, files))
+        finally:
+            flush()         # the process ends next: send what the tracers hold (nothing when tracing is off)
 
 
 def upload_files(specs: list[str], inputs: dict | None) -> tuple[list | None, dict | None]:
@@ -373,7 +379,7 @@ def add_agent_test_commands(sub) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="compile, run, trace, index, export, serve or tokens; COMMAND --help says more")
+                           help="COMMAND --help says more")      # the summary: summarize_commands
 
     c = sub.add_parser("compile", help="check a DSL and print its diagnostics")
     c.add_argument("file", help="the DSL: a JSON file (a bare DSL, a RAGFlow template or an agent record), or - for stdin")
@@ -494,7 +500,40 @@ def parser() -> argparse.ArgumentParser:
 
     from runtime.sessions_cli import register as register_sessions     # its own module (issue 21)
     register_sessions(sub)
+    summarize_commands(sub)         # last: the summary names every command, those registered above too
     return p
+
+
+def summarize_commands(sub) -> None:
+    """`--help`'s summary of the commands, from the commands themselves, so that none is left out."""
+    names = list(sub.choices)
+    sub.help = f"{', '.join(names[:-1])} or {names[-1]}; COMMAND --help says more"
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line; an option the command does not know is reported by that command, with
+    its own usage and the option it probably meant (`run --qurey` -> did you mean --query?)."""
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        command = command_parser(p, args)
+        known = [o for action in command._actions for o in action.option_strings]
+        hints = []
+        for arg in unknown:
+            close = difflib.get_close_matches(arg.split("=", 1)[0], known, n=1) if arg.startswith("-") else []
+            if close:
+                hints.append(f"{arg}: did you mean {close[0]}?")
+        command.error(f"unrecognized arguments: {' '.join(unknown)}" + ("".join(f"\n  {h}" for h in hints)))
+    return args
+
+
+def command_parser(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command the arguments chose: `run`'s, `tokens create`'s, ..."""
+    while True:
+        chosen = next((action.choices.get(getattr(args, action.dest, None) or "")
+                       for action in p._actions if isinstance(action, argparse._SubParsersAction)), None)
+        if chosen is None:
+            return p
+        p = chosen
 
 
 def command(path: str):
@@ -535,7 +574,7 @@ def _explain_stem_only() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _printable_streams()
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
     try:
         return _main(args)
     except BrokenPipeError:

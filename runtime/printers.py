@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 SUMMARY_CHARS = 160
 ANSWER_MARGIN = "│ "
 THINKING_MARGIN = "┆ "
+# what an Agent streams, inside its thinking, when it calls a tool (nodes/agent.py): shown even when the
+# reasoning is hidden, so that a run says which tools ran (the data analyst's code, say)
+TOOL_NOTICE = re.compile(r"Running the \S+ tool\.\.\.")
 
 
 def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -61,7 +65,9 @@ class PrettyPrinter:
         self.at_line_start = True
         self.thinking = False               # inside the model's reasoning
         self.hid_thinking = False
-        self.out(self.c("2", f"session {session}") + "\n")
+        self.started = False                # the session line waits for the first event: a run refused
+                                            # before it starts (no --query, say) prints no session
+
 
     def c(self, code: str, text: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color else text
@@ -108,6 +114,9 @@ class PrettyPrinter:
             self._stream(text, "answer")
         elif self.show_thinking:
             self._stream(text, "thinking")
+        elif TOOL_NOTICE.fullmatch(text.strip()):
+            self._end_block()
+            self.out(self.c("2", THINKING_MARGIN) + self.c("2;3", text.strip()) + "\n")
         elif not self.hid_thinking:
             self.hid_thinking = True
             self._end_block()
@@ -115,6 +124,9 @@ class PrettyPrinter:
 
     # --- events --------------------------------------------------------------------------------------
     def event(self, e: dict) -> None:
+        if not self.started:
+            self.started = True
+            self.out(self.c("2", f"session {self.session}") + "\n")
         kind, d = e["event"], e["data"]
         if kind == "message":
             self._message(d)

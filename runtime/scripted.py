@@ -5,7 +5,8 @@ models of one run give, in call order. Users test their agents offline with it, 
 script fails early with a :class:`ScriptError` that says what is wrong and where.
 
 One :class:`Script` is shared by every :class:`ScriptedChatModel` of a run: its queues are the
-run's single source of truth, consumed in call order whichever component calls.
+run's single source of truth, consumed in call order whichever component calls. Its `by_message`
+rules choose a reply by the message a model is given instead, and are never used up.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 __all__ = [
+    "MessageRule",
     "Reply",
     "Script",
     "ScriptError",
@@ -161,12 +163,62 @@ def _str_keyed(raw: Any, where: str) -> dict:
     return raw
 
 
+# -- replies chosen by the message a model is given ------------------------------------------------
+_SCRIPT_KEYS.add("by_message")
+_RULE_KEYS = {"match", "component", "reply"}
+
+
+@dataclass
+class MessageRule:
+    """`{"match": REGEX, "component": ID, "reply": REPLY}`: a call whose message matches answers `reply`.
+
+    The message is the text of the last user message the model is given (for a Categorize, the user's
+    question; for an LLM or Agent, its last user prompt). Rules are tried in order and are never used
+    up, so one script answers any number of questions the way a model would: by what is asked.
+    """
+
+    match: re.Pattern
+    reply: Reply
+    component: str | None = None       # only calls made by this component; any caller when absent
+
+    def applies(self, component_id: str | None, message: str) -> bool:
+        return (self.component is None or self.component == component_id) and bool(self.match.search(message))
+
+
+def _parse_rules(raw: Any, where: str) -> list[MessageRule]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ScriptError(f"{where} must be a list of rules, got {type(raw).__name__}")
+    return [_parse_rule(rule, f"{where}[{i}]") for i, rule in enumerate(raw)]
+
+
+def _parse_rule(raw: Any, where: str) -> MessageRule:
+    if not isinstance(raw, dict) or "reply" not in raw or not isinstance(raw.get("match"), str):
+        raise ScriptError(f'{where} must be an object with "match" (a regular expression) and "reply"')
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise ScriptError(f"{where}: unknown rule key(s) {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
+    try:
+        pattern = re.compile(raw["match"], re.IGNORECASE)
+    except re.error as exc:
+        raise ScriptError(f"{where}.match is not a valid regular expression: {exc}") from None
+    return MessageRule(match=pattern, reply=_parse_reply(raw["reply"], f"{where}.reply"),
+                       component=_optional_str(raw.get("component"), f"{where}.component"))
+
+
+def _last_user_text(messages: list[BaseMessage]) -> str:
+    """The message a by_message rule reads: the last user message's text ("" when there is none)."""
+    return next((m.text for m in reversed(messages) if m.type == "human"), "")
+
+
 @dataclass
 class Script:
     """Shared, mutable state of one script: queues are consumed in call order across all models of a run."""
 
     replies: list[Reply] = field(default_factory=list)
     by_component: dict[str, list[Reply]] = field(default_factory=dict)
+    by_message: list[MessageRule] = field(default_factory=list)   # replies chosen by the message, never used up
     retrieval: list[dict] | None = None     # None: the script says nothing, retrievals run for real
     tool_results: dict[str, list[dict]] = field(default_factory=dict)
     auto_reply: str | None = None
@@ -230,6 +282,7 @@ class Script:
             },
             retrieval=None if retrieval is None else [_parse_chunk(c, f"retrieval[{i}]") for i, c in enumerate(retrieval)],
             tool_results=tool_results,
+            by_message=_parse_rules(source.get("by_message"), "by_message"),
             auto_reply=_optional_str(source.get("auto_reply"), "auto_reply"),
             stream_chunks=stream_chunks,
             chunk_interval=interval / 1000,
@@ -258,6 +311,17 @@ class Script:
             f"script exhausted: no reply left for {who} (model call {self.calls}); "
             "add replies, by_component entries or an auto_reply"
         )
+
+    def reply_for(self, component_id: str | None, message: str) -> Reply:
+        """The first `by_message` rule that matches the caller and its message, else :meth:`next_reply`."""
+        rule = next((r for r in self.by_message if r.applies(component_id, message)), None)
+        if rule is None:
+            return self.next_reply(component_id)
+        with self._lock:
+            self.calls += 1
+            # a copy, since the rule answers again; tool call ids as next_reply gives them
+            return replace(rule.reply, tool_calls=[{**call, "id": call.get("id") or f"call_{self.calls}_{i}"}
+                                                   for i, call in enumerate(rule.reply.tool_calls)])
 
     def next_tool_result(
         self, *, component_name: str, function_name: str | None = None, component_id: str | None = None
@@ -340,7 +404,7 @@ class ScriptedChatModel(BaseChatModel):
             "messages": [_recorded(m) for m in messages],
             "tools": [t["function"]["name"] for t in tools or []],
         })
-        reply = self.script.next_reply(self.component_id)
+        reply = self.script.reply_for(self.component_id, _last_user_text(messages))
         if reply.error is not None:
             raise ScriptedProviderError(reply.error)
         return reply

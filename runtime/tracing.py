@@ -84,6 +84,76 @@ def langfuse_handler():
     return CallbackHandler()
 
 
+PROBE_SECONDS = 0.8          # how long a run waits to learn that a tracer's host cannot be reached
+LANGSMITH_DEFAULT = "https://api.smith.langchain.com"
+LANGFUSE_DEFAULT = "https://cloud.langfuse.com"
+
+
+def endpoints() -> dict[str, str]:
+    """The base URL of each tracer that is on, by name (LangSmith, Langfuse)."""
+    found = {}
+    if langsmith_enabled():
+        found["LangSmith"] = os.environ.get("LANGSMITH_ENDPOINT") or os.environ.get("LANGCHAIN_ENDPOINT") or LANGSMITH_DEFAULT
+    if langfuse_enabled():
+        found["Langfuse"] = os.environ.get("LANGFUSE_BASE_URL") or os.environ.get("LANGFUSE_HOST") or LANGFUSE_DEFAULT
+    return found
+
+
+def _probe(url: str, result: dict) -> None:
+    """Resolve `url`'s host and open a TCP connection to it; a failure's reason goes into `result`."""
+    import socket
+    from urllib.parse import urlsplit
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "", port), timeout=PROBE_SECONDS):
+            result["ok"] = True
+    except (OSError, ValueError) as e:
+        result["error"] = getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def unreachable(urls: dict[str, str], timeout: float = PROBE_SECONDS) -> dict[str, str]:
+    """The tracers whose host cannot be reached within `timeout` seconds (all probed at once), with why.
+
+    Daemon threads, not an executor: a lookup that hangs past the deadline must not hold up the exit."""
+    import threading
+    import time
+    results = {name: {} for name in urls}
+    threads = [threading.Thread(target=_probe, args=(url, results[name]), daemon=True) for name, url in urls.items()]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return {name: r.get("error") or f"no answer within {timeout:g} s" for name, r in results.items() if not r.get("ok")}
+
+
+class reachable_tracers:
+    """`with reachable_tracers():` around a command's run: a tracer whose host cannot be reached is switched
+    off for the run, said in one line on stderr, instead of costing seconds of retries and a traceback.
+
+    Costs nothing with tracing off; with it on, one connection per tracer (at most PROBE_SECONDS)."""
+
+    def __enter__(self) -> "reachable_tracers":
+        import sys
+        self._langsmith_off = None
+        urls = endpoints()
+        for name, why in (unreachable(urls) if urls else {}).items():
+            print(f"canvas2graph: {name} at {urls[name]} cannot be reached ({why}): this run is not traced there",
+                  file=sys.stderr)
+            if name == "Langfuse":
+                os.environ["LANGFUSE_TRACING_ENABLED"] = "false"    # read by langfuse_enabled() on each call
+            else:
+                from langsmith import tracing_context
+                self._langsmith_off = tracing_context(enabled=False)
+                self._langsmith_off.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._langsmith_off is not None:
+            self._langsmith_off.__exit__(*exc)
+
+
 def flush() -> None:
     """Send what the tracers still hold: a command that exits right after its run calls this.
 

@@ -84,8 +84,10 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     join's own edge to the finish then runs it again. The first run closed the request; a later run
     replaces that answer with the answer of the component that really came last.
     """
-    last = (state.get(LAST) or {}).get("component_id") or ""
+    last_step = state.get(LAST) or {}
+    last = last_step.get("component_id") or ""
     outputs = dict(outputs_of(state, last)) if last else {}
+    answer = last_step.get("answer")        # a Message's text less the thinking it showed
     request = state.get(REQUEST) or {}
     history = list(state.get(HISTORY) or [])
     sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or [])
@@ -96,7 +98,7 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     history.append(["assistant", outputs])
     sys_history.append(f"assistant: {outputs!r}")
     return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False},
-            ANSWER: answer_text(outputs)}
+            ANSWER: answer if isinstance(answer, str) else answer_text(outputs)}
 
 
 def finish_after(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.browser.network import GuardProxy, HostRefused
-from nodes.browser.policy import BrowserPolicy
+from nodes.browser.policy import BrowserPolicy, BrowserRefused
 from nodes.tool import ToolError
 
 FLAGS = ["--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -72,7 +72,11 @@ class BrowserSession:
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> "BrowserSession":
-        from playwright.async_api import async_playwright
+        try:
+            from playwright.async_api import async_playwright
+        except ImportError:
+            raise BrowserRefused("the Browser component needs Playwright, which is not installed: "
+                                 "pip install 'canvas2graph[browser]'") from None
         executable = self.policy.browser_binary()
         proxy = await self.proxy.start()
         self._playwright = await async_playwright().start()

@@ -50,6 +50,10 @@ class Page:
 
 
 class ScoringBackend:
+    # RAGFlow always embeds, so ranking by text alone is worth a note; a store whose datasets were
+    # indexed text-only by the user's choice (`index` without --embd-id, which says so) sets this
+    text_only_by_choice = False
+
     def __init__(self, cfg: RetrievalConfig | None = None):
         self.cfg = cfg or RetrievalConfig()
         self.models = ModelEndpoints(self.cfg)
@@ -103,7 +107,8 @@ class ScoringBackend:
             if self.cfg.strict:
                 raise RetrievalError(f"no embedding model is configured for dataset(s) {', '.join(kb_ids)} "
                                      "(strict mode: set embd_id in the retrieval config)")
-            notes.append(BM25_FALLBACK_NOTE)
+            if not self.text_only_by_choice:
+                notes.append(BM25_FALLBACK_NOTE)
         reranking = bool(req.rerank_id)
         vw = req.vector_similarity_weight if (vector is not None or reranking) else 0.0
         window = scoring.window_size(req.top_n, req.top_k, reranking)

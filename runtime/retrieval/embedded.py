@@ -60,6 +60,7 @@ def match_expression(keywords: Iterable[str]) -> str | None:
 
 
 class EmbeddedBackend(ScoringBackend):
+    text_only_by_choice = True      # a dataset has vectors only when `index --embd-id` gave a model
     def __init__(self, path: str | Path, cfg: RetrievalConfig | None = None):
         super().__init__(cfg)
         self.path = Path(path).expanduser()

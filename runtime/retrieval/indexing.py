@@ -174,7 +174,7 @@ async def index_files(store, paths: list[str], kb_id: str, *, embd_id: str | Non
         raise IndexError_("no Markdown, text, HTML or PDF files found")
     store.ensure_dataset(kb_id, embd_id)
     embedder = store.models.embedder(embd_id) if embd_id else None
-    tokenizer = await asyncio.to_thread(get_tokenizer)
+    tokenizer = None        # loaded for the first file that changed: re-indexing unchanged files costs nothing
     report = IndexReport()
     bar = tqdm(files, desc=f"indexing into {kb_id}", unit="file", disable=not progress, file=sys.stderr)
     for path, name in bar:
@@ -185,6 +185,7 @@ async def index_files(store, paths: list[str], kb_id: str, *, embd_id: str | Non
             report.unchanged += 1
             continue
         texts = chunk_texts(read_sections(path))
+        tokenizer = tokenizer or await asyncio.to_thread(get_tokenizer)
         fields = [chunk_fields(tokenizer, content=t, doc_id=doc_id, kb_id=kb_id, doc_name=path.name, order=i, page=pg)
                   for i, (t, pg) in enumerate(texts)]
         vectors = None

@@ -45,7 +45,7 @@ def cmd_index(args) -> int:
     finally:
         asyncio.run(backend.aclose())
     print(f"{args.kb}: {report.indexed} file(s) indexed ({report.chunks} chunks), {report.unchanged} unchanged, "
-          f"in {backend.describe()}")
+          f"in {backend.describe()}" + ("" if args.embd_id else " (text only: --embd-id MODEL@FACTORY adds vectors)"))
     return 0
 
 

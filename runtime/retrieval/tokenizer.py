@@ -22,6 +22,9 @@ import shutil
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from runtime.retrieval.protocol import RetrievalError
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +46,12 @@ POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 STEM_ONLY = False
 
 
-class TokenizerUnavailable(RuntimeError):
-    pass
+INSTALL_HINT = ("Retrieval needs RAGFlow's tokenizer, from the retrieval extra, which is not installed: "
+                "pip install 'canvas2graph[retrieval]'")
+
+
+class TokenizerUnavailable(RetrievalError):
+    """RAGFlow's tokenizer (infinity-sdk, the `retrieval` extra) is not installed."""
 
 
 def nltk_data_dir() -> Path:
@@ -73,29 +80,31 @@ def _install_debian_wordnet(target: Path) -> bool:
     return (dest / "lexnames").is_file()
 
 
-def _wordnet_ready() -> bool:
+def _wordnet() -> Any:
+    """A WordNet reader on our data folder (Debian's WordNet copied in once), or None without one."""
     import nltk
     target = nltk_data_dir()
     if str(target) not in nltk.data.path:
         nltk.data.path.insert(0, str(target))
     try:
-        nltk.data.find("corpora/wordnet")
+        root = nltk.data.find("corpora/wordnet")
     except LookupError:
         if not _install_debian_wordnet(target):
-            return False
+            return None
+        root = nltk.data.find("corpora/wordnet")
+    from runtime.retrieval.wordnet import WordNet30
     try:
-        from nltk.corpus import wordnet
-        wordnet.ensure_loaded()
-        return bool(wordnet.synsets("car"))
+        reader = WordNet30(root)
+        return reader if reader.synsets("car") else None
     except Exception as e:          # a broken copy: run stem-only rather than fail every query
         log.warning("WordNet is present but unusable (%s); tokenizing stem-only", e)
-        return False
+        return None
 
 
 def _load_module():
     spec = importlib.util.find_spec("infinity")     # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise TokenizerUnavailable("RAGFlow's tokenizer needs the PyPI package infinity-sdk (pip install 'infinity-sdk==0.7.3')")
+        raise TokenizerUnavailable(INSTALL_HINT)
     path = Path(list(spec.submodule_search_locations)[0]) / "rag_tokenizer.py"
     module_spec = importlib.util.spec_from_file_location("canvas2graph_rag_tokenizer", path)
     module = importlib.util.module_from_spec(module_spec)
@@ -110,9 +119,13 @@ class Tokenizer:
 
     def __init__(self) -> None:
         module = _load_module()
-        self.lemmatizing = _wordnet_ready()
+        self._wordnet = _wordnet()
+        self.lemmatizing = self._wordnet is not None
         self._rt = module.RagTokenizer()
-        if not self.lemmatizing:
+        if self.lemmatizing:
+            from runtime.retrieval.wordnet import lemmatizer
+            self._rt.lemmatizer = lemmatizer(self._wordnet)
+        else:
             global STEM_ONLY
             STEM_ONLY = True        # the command line explains it once, in words, when it is done
             self._rt._use_lemmatizer = False
@@ -147,8 +160,7 @@ class Tokenizer:
         """
         if not self.lemmatizing:
             return []
-        from nltk.corpus import wordnet
-        names = {s.name().split(".")[0].replace("_", " ") for s in wordnet.synsets(token)}
+        names = {s.name().split(".")[0].replace("_", " ") for s in self._wordnet.synsets(token)}
         names.discard(token)
         return sorted(n for n in names if n)
 

@@ -105,6 +105,20 @@ def test_invoke_on_a_thread_continues_the_conversation(durable_url):
     assert "query" not in state             # the request is read once, by the turn it started
 
 
+def test_the_answer_leaves_out_the_reasoning_a_message_showed(durable_url):
+    """A Message streaming a reasoning model keeps the thinking in its content (RAGFlow's); the turn's
+    answer is the text outside it."""
+    with sync_saver(durable_url) as saver:
+        graph = canvas2graph.compile(REPO / "fixtures" / "demo" / "support_desk.json", checkpointer=saver)
+        result = graph.invoke({"query": "Why was I charged twice?"}, thread(new_session()),
+                              context=RunContext(script=Script.load(REPO / "fixtures" / "demo" / "support_desk.script.json")))
+    reasoning = "The customer sees two charges; a retried payment is the usual cause."
+    answer = ("You were charged twice because the first payment timed out and was retried. "
+              "The duplicate charge is refunded within five working days.")
+    assert result["answer"] == f"Desk: (billing)\n{answer}"
+    assert result["outputs"]["Message:Answer"]["content"] == f"Desk: (billing)\n{reasoning}{answer}"
+
+
 async def test_ainvoke_and_astream_run_turns_with_the_graph_s_own_stream(durable_url):
     config = thread(new_session())
     async with open_checkpointer(durable_url) as saver:

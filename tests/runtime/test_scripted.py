@@ -149,6 +149,46 @@ async def test_concurrent_tasks_each_take_a_distinct_reply():
     assert sorted(r.content for r in replies) == sorted(f"reply {i}" for i in range(20))
 
 
+# -- replies chosen by the message ----------------------------------------------------------------
+
+DESKS = {"by_message": [
+    {"component": "Categorize:Desk", "match": "charg|refund", "reply": "billing"},
+    {"component": "Categorize:Desk", "match": "crash", "reply": "technical"},
+    {"component": "Categorize:Desk", "match": "", "reply": "other"},
+    {"match": "weather", "reply": {"content": "Sunny.", "tool_calls": [{"name": "forecast", "arguments": {}}]}},
+], "replies": ["from the queue"]}
+
+
+def test_a_rule_answers_by_the_last_user_message_and_is_never_used_up():
+    desk = model(DESKS, "Categorize:Desk")
+    asked = [desk.invoke([SystemMessage("Examples: the app crashes; I was charged"), HumanMessage(q)]).content
+             for q in ("Why was I CHARGED twice?", "The app crashes on start", "Opening hours?", "A refund?")]
+    assert asked == ["billing", "technical", "other", "billing"]     # the system prompt's words match nothing
+
+
+def test_a_rule_for_one_component_leaves_other_callers_to_the_queues():
+    assert model(DESKS, "LLM:Billing").invoke("I was charged twice").content == "from the queue"
+
+
+def test_a_rule_without_a_component_answers_any_caller_with_fresh_tool_call_ids():
+    script = Script.load(DESKS)
+    first, second = (model(script, "Agent:A").invoke("What is the weather?") for _ in range(2))
+    assert first.content == second.content == "Sunny."
+    assert first.tool_calls[0]["id"] != second.tool_calls[0]["id"]
+    assert script.by_message[3].reply.tool_calls[0].get("id") is None       # the rule itself is unchanged
+
+
+@pytest.mark.parametrize("rules, message", [
+    ({"match": "x"}, r'by_message\[0\] must be an object with "match"'),
+    ({"match": "(", "reply": "x"}, r"by_message\[0\].match is not a valid regular expression"),
+    ({"match": "x", "reply": "x", "when": 1}, r"by_message\[0\]: unknown rule key\(s\) \['when'\]"),
+    ({"match": "x", "reply": 3}, r"by_message\[0\].reply: a reply must be a string or an object"),
+])
+def test_malformed_rules_say_what_is_wrong(rules, message):
+    with pytest.raises(ScriptError, match=message):
+        Script.load({"by_message": [rules]})
+
+
 # -- invoke -------------------------------------------------------------------------------------
 
 def test_invoke_returns_content_usage_and_metadata():

@@ -167,7 +167,7 @@ async def test_a_session_with_a_form_and_tool_calls_records_them_and_replays(tmp
     case, recorded_script = files["case.json"], files["script.json"]
     assert [t["expect"]["status"] for t in case["turns"]] == ["paused", "finished"]
     assert case["turns"][1]["inputs"] == {"topic": "pricing"}         # the form's answer, what the turn was asked
-    assert case["turns"][1]["expect"]["answer"] == "Running the search_my_dateset_0 tool...Plans start at 10 euros."
+    assert case["turns"][1]["expect"]["answer"] == "Plans start at 10 euros."   # the answer: no tool notice
     assert recorded_script["by_component"]["Agent:A"] == [
         {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "pricing"}}]}, "Plans start at 10 euros."]
     assert recorded_script["tool_results"] == {"search_my_dateset_0": ["Pricing: plans start at 10 euros a month."]}

@@ -62,7 +62,20 @@ def test_readme_demo_answers_from_the_indexed_documents_with_citations(tmp_path)
     end = next(e["data"] for e in events if e["event"] == "message_end")
     assert end["reference"]["chunks"]["300"]["document_name"] == "refunds.md"
     assert end["reference"]["doc_aggs"]["refunds.md"]["count"] >= 1
-    assert "no embedding model" in run.stderr            # the text-only fallback is said, not hidden
+    assert "(text only: --embd-id MODEL@FACTORY adds vectors)" in index.stdout   # said once, when indexing
+    assert "no embedding model" not in run.stderr       # not again on every run
+
+
+def test_re_indexing_unchanged_files_does_not_load_the_tokenizer(tmp_path):
+    assert cli("index", "fixtures/kb/docs", "--kb", "kb", "--db", str(tmp_path / "s.db"), "--quiet").returncode == 0
+    again = subprocess.run([sys.executable, "-c", f"""
+import sys
+from runtime.cli import main
+status = main(["index", "fixtures/kb/docs", "--kb", "kb", "--db", {str(tmp_path / "s.db")!r}, "--quiet"])
+print(status, sys.modules["runtime.retrieval.tokenizer"]._shared.cache_info().currsize, "nltk" in sys.modules)
+"""], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.stdout.splitlines()[-1] == "0 0 False", again.stderr       # no tokenizer loaded, no NLTK
+    assert "0 file(s) indexed (0 chunks), 3 unchanged" in again.stdout
 
 
 def test_nothing_found_gives_the_empty_response(tmp_path):
