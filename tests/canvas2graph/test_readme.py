@@ -35,7 +35,7 @@ CLAIMS = {
     "pip install -q -e . && .venv/bin/canvas2graph run": "test_the_first_command_runs_the_demo",
     "pip install -q -e '.[test]' && .venv/bin/pytest -q": "test_the_test_command_is_what_ci_runs",
     "import canvas2graph": "test_the_python_api_example_runs_as_written",
-    "langgraph dev --host 127.0.0.1 --no-browser": "test_the_langgraph_server_block_serves_the_demo",
+    "langgraph dev --host 127.0.0.1 --port 8123 --no-browser": "test_the_langgraph_server_block_serves_the_demo",
     "--format svg --out build/support_desk.svg": "test_the_pictures_are_drawn_into_build",
     "--format python --out build/support_desk.py": "test_the_eject_example_runs_as_written",
     "LANGSMITH_TRACING=true": "test_the_tracing_examples_answer_their_question_and_say_the_host_is_unreachable",
@@ -43,7 +43,7 @@ CLAIMS = {
     "OPENAI_API_KEY=sk-... .venv/bin/canvas2graph run fixtures/demo/data_analyst.json": "test_the_data_analyst_offline_and_live",
     "canvas2graph index fixtures/kb/docs": "test_the_knowledge_base_demo_cites_its_chunk",
     '{"servers": {"calc"': "test_the_mcp_config_example_loads",
-    "serve --llm-script fixtures/demo/support_desk.script.json &": "test_the_server_examples_run_against_one_server",
+    "until curl -sf localhost:9380/health": "test_the_server_examples_run_against_one_server",
     "/upload | jq -c .data": "test_the_server_examples_run_against_one_server",
     "/webhook\n": "test_the_server_examples_run_against_one_server",
     "canvas2graph ingest fixtures/kb/pipeline.json": "test_the_ingest_example_runs_as_written",
@@ -157,23 +157,23 @@ def test_the_python_api_example_runs_as_written(tmp_path):
 
 # --- LangGraph Server, pictures, eject -------------------------------------------------------------------
 def test_the_langgraph_server_block_serves_the_demo(clone):
-    need_port(2024)
-    proc = subprocess.Popen(["bash", "-c", block("langgraph dev --host 127.0.0.1 --no-browser")], cwd=clone,
+    need_port(8123)
+    proc = subprocess.Popen(["bash", "-c", block("langgraph dev --host 127.0.0.1 --port 8123 --no-browser")], cwd=clone,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(clone / "home")})
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get("http://127.0.0.1:2024/ok", timeout=2).status_code == 200:
+                if httpx.get("http://127.0.0.1:8123/ok", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 time.sleep(1)
         assert proc.poll() is None, proc.stdout.read()
-        found = httpx.post("http://127.0.0.1:2024/assistants/search", json={}, timeout=10).json()
+        found = httpx.post("http://127.0.0.1:8123/assistants/search", json={}, timeout=10).json()
         assert "support_desk" in {a["graph_id"] for a in found}
-        thread = httpx.post("http://127.0.0.1:2024/threads", json={}, timeout=10).json()["thread_id"]
-        run = httpx.post(f"http://127.0.0.1:2024/threads/{thread}/runs/wait", timeout=60,
+        thread = httpx.post("http://127.0.0.1:8123/threads", json={}, timeout=10).json()["thread_id"]
+        run = httpx.post(f"http://127.0.0.1:8123/threads/{thread}/runs/wait", timeout=60,
                          json={"assistant_id": "support_desk", "input": {"query": "The app crashes on start"}}).json()
         assert run["answer"].startswith("Desk: (technical)\nA crash on start")
     finally:
@@ -257,7 +257,7 @@ def test_the_mcp_config_example_loads(tmp_path):
 def test_the_server_examples_run_against_one_server(clone):
     """The server block starts `serve` in the background; the Files and Webhook examples use it."""
     need_port(9380)
-    server = block("serve --llm-script fixtures/demo/support_desk.script.json &")
+    server = block("until curl -sf localhost:9380/health")
     files, webhook = block("/upload | jq -c .data"), block("/webhook\n")
     marker = "\n--- files ---\n"
     done = sh(clone, f"{server}\necho '{marker}'\n{files}\necho '{marker}'\n{webhook}\nkill %1\nwait", timeout=300)
