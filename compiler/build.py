@@ -36,6 +36,7 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from compiler.parallel import hidden, parallel_iterations
 from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from nodes.errors import error_handler_for, retry_policy_for
 from runtime.bridge import sync_twin
@@ -200,6 +201,9 @@ class Wiring:
                                     targets=targets)
         return _dual(f"__error_handler__{self.names[cid]}", handler) if handler else None
 
+    def retry_policy(self, cid: str):
+        return retry_policy_for(self.plan.nodes[cid])
+
     def metadata(self, cid: str) -> dict:
         node = self.plan.nodes[cid]
         return {"component_id": cid, "component_type": node.component_type, "component_name": node.display_name}
@@ -211,26 +215,51 @@ class Wiring:
         return _dual(FINISH, _finish)
 
 
+def add_components(graph: StateGraph, wiring: Wiring, ids: list[str], *, names: dict[str, str],
+                   first: str | None = None) -> None:
+    """The nodes of the components `ids` (in order), named by `names`. An Iteration that runs items at once
+    becomes its three nodes (`compiler.parallel`) and its body is left out: it runs in the item graph.
+    `first` is the node an item graph starts at, which waits for nothing."""
+    from compiler.parallel import add_parallel_iteration, hidden, parallel_iterations
+
+    plan, inline = wiring.plan, wiring.inline
+    parallel = {cid: n for cid, n in parallel_iterations(plan).items() if cid in ids}
+    hide = hidden(plan, parallel)
+    valid = set(ids) - hide
+    for cid in ids:
+        if cid in hide:
+            continue
+        if cid in parallel:
+            add_parallel_iteration(graph, wiring, cid, parallel[cid])
+            continue
+        node = plan.nodes[cid]
+        routes = [e for e in wiring.routed.get(cid, []) if e.target in valid or e.target == PLAN_FINISH
+                  or wiring.names.get(e.target) == END]
+        graph.add_node(names[cid], wiring.step(cid),
+                       input_schema=wiring.input_schema(cid),
+                       defer=wiring.joins(cid) and cid != first,
+                       destinations=_destinations(routes, wiring.names, inline) if cid in wiring.routed else None,
+                       retry_policy=retry_policy_for(node),
+                       error_handler=wiring.error_handler(cid),
+                       metadata=wiring.metadata(cid))
+
+
 def build_graph(plan: Plan) -> StateGraph:
     from canvas2graph.types import RunContext
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
                        output_schema=CanvasOutput)
     wiring = Wiring(plan)
-    names, routed, inline = wiring.names, wiring.routed, wiring.inline
-    for cid, node in plan.nodes.items():
-        graph.add_node(names[cid], wiring.step(cid),
-                       input_schema=wiring.input_schema(cid),
-                       defer=wiring.joins(cid),
-                       destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
-                       retry_policy=retry_policy_for(node),
-                       error_handler=wiring.error_handler(cid),
-                       metadata=wiring.metadata(cid))
+    names, inline = wiring.names, wiring.inline
+    add_components(graph, wiring, list(plan.nodes), names=names)
+    hide = hidden(plan, parallel_iterations(plan))      # what runs inside parallel Iterations' item graphs
     # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
     graph.add_node(FINISH, wiring.finish_node(), input_schema=wiring.view, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
     for e in plan.edges:
+        if e.source in hide or e.target in hide:
+            continue
         if e.kind in STATIC_EDGES and not (e.target == PLAN_FINISH and inline):
             graph.add_edge(names[e.source], names[e.target])
     return graph

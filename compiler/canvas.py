@@ -54,6 +54,15 @@ class CompiledCanvas:
 
         return min(sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10, max_steps())
 
+    @property
+    def parallel(self) -> dict[str, int]:
+        """Iterations that run items at once (id -> max_concurrency): their items run in item graphs,
+        whose steps reach the event stream only when it streams subgraphs (compiler/parallel.py)."""
+        if "_parallel" not in self.__dict__:
+            from compiler.parallel import parallel_iterations
+            self.__dict__["_parallel"] = parallel_iterations(self.plan)
+        return self.__dict__["_parallel"]
+
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
         from compiler.build import build_graph

@@ -17,6 +17,7 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
 """
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from typing import Any, AsyncIterator, Iterable
@@ -56,6 +57,16 @@ class EventAdapter:
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
 
+    def _item(self, ns: tuple) -> "EventAdapter":
+        """The adapter of one item of a parallel Iteration: the same turn (message id, usage), with its own
+        held starts and finishes, since every item runs the same components at the same time."""
+        items = self.__dict__.setdefault("_items", {})
+        if ns not in items:
+            child = copy.copy(self)
+            child.held, child.starts, child.__dict__["_items"] = {}, {}, {}
+            items[ns] = child
+        return items[ns]
+
     def envelope(self, event: str, data: dict) -> dict:
         return {"event": event, "message_id": self.message_id, "created_at": self.created_at,
                 "task_id": self.session_id, "data": data}
@@ -64,6 +75,9 @@ class EventAdapter:
         return self.envelope("workflow_started", {"inputs": self.request_inputs})
 
     def feed(self, part: dict) -> Iterable[dict]:
+        if part.get("ns"):        # a step inside one item of a parallel Iteration (compiler/parallel.py)
+            yield from self._item(tuple(part["ns"])).feed({**part, "ns": ()})
+            return
         kind, data = part["type"], part["data"]
         if kind == "custom":
             yield from self._custom(data)
@@ -127,6 +141,9 @@ class EventAdapter:
             self.answer = history[-1][1] if history else {}
             self.finished = True
         if node is None:
+            # a parallel Iteration's items and collect nodes (compiler/parallel.py) are no components, but
+            # the collect node's writes finish the Iteration
+            yield from self._containers_done(result)
             return
         if node.id in self.starts:
             yield self.starts.pop(node.id)
@@ -144,8 +161,17 @@ class EventAdapter:
             self.held[node.id] = {**finished, "outputs": dict(outputs), "container": node.role == "container"}
         else:
             yield self.envelope("node_finished", finished)
-        for cid, pass_ in (written(result, LOOPS) or {}).items():   # a container that is done finishes last
+        yield from self._containers_done(result)
+
+    def _containers_done(self, result: dict) -> Iterable[dict]:
+        """A container that is done finishes last, with what was last written to its outputs."""
+        loops = written(result, LOOPS) or {}
+        if not any(p.get("done") and cid in self.held for cid, p in loops.items()):
+            return
+        outputs_written = written(result, OUTPUTS) or {}
+        for cid, pass_ in loops.items():
             if pass_.get("done") and cid in self.held:
+                self.held[cid]["outputs"].update(outputs_written.get(cid) or {})
                 yield self.envelope("node_finished", self._release(cid))
 
     def end(self) -> Iterable[dict]:
@@ -301,6 +327,8 @@ class TurnEvents:
         config = {**self.config,
                   "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
+            if self.canvas.parallel:        # items of a parallel Iteration run in item graphs (compiler/parallel.py)
+                options["subgraphs"] = True
             async for part in self.graph.astream(self.input, config, context=self.context,
                                                  stream_mode=STREAM_MODES, version="v2", **options):
                 for event in adapter.feed(part):
