@@ -72,6 +72,28 @@ def hidden(plan: Plan, parallel: dict[str, int]) -> set[str]:
     return {cid for container in parallel for cid in members(plan, container)}
 
 
+PAUSING = ("UserFillUp",)       # components that wait for the user: an item is a task of one superstep, not a session
+
+
+def check_parallel(plan: Plan, out) -> None:
+    """What an item of a parallel Iteration cannot do, as compile errors naming the component: wait for the
+    user (an item runs to its end within one task), or leave a Loop that encloses the Iteration (an ExitLoop
+    inside the item ends at most the item's own Loops)."""
+    for container in parallel_iterations(plan):
+        inside = set(members(plan, container))
+        for cid in inside:
+            node = plan.nodes[cid]
+            if node.component_type in PAUSING:
+                out.error("pause-in-parallel-item", f"a {node.component_type} cannot wait for the user inside Iteration "
+                          f"'{container}', whose items run at once (max_concurrency above 1): set max_concurrency to 1 "
+                          "or move it out of the Iteration", cid, "parent_id")
+            loop = getattr(node, "loop", None) if node.role == "exit" else None
+            if node.role == "exit" and loop and loop not in inside:
+                out.error("exit-from-parallel-item", f"this ExitLoop would leave Loop '{loop}' from inside Iteration "
+                          f"'{container}', whose items run at once (max_concurrency above 1): set max_concurrency to 1",
+                          cid, "parent_id")
+
+
 def items_node(names: dict[str, str], cid: str) -> str:
     return ITEMS_PREFIX + names[cid]
 

@@ -275,3 +275,32 @@ async def test_an_ejected_parallel_iteration_runs_its_items_at_once(tmp_path):
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert all_overlap(spans(events, "LLM:Each"))
     assert finished(events, "Iteration:I")[0]["outputs"]["out"] == ["r0", "r1", "r2"]
+
+
+def test_a_form_inside_a_parallel_item_is_a_compile_error_naming_it():
+    body = {"UserFillUp:Ask": cpn("UserFillUp", {"inputs": {"x": {"type": "line", "name": "X", "optional": False}}},
+                                  ["LLM:Each"], parent_id="Iteration:I"), "LLM:Each": llm()}
+    _, diags = diagnose(iteration(body, concurrency=2, first="UserFillUp:Ask"))
+    errors = [d for d in diags if d.code == "pause-in-parallel-item"]
+    assert [(d.component_id, d.field) for d in errors] == [("UserFillUp:Ask", "parent_id")]
+    assert "max_concurrency" in errors[0].message
+    _, diags = diagnose(iteration(body, concurrency=1, first="UserFillUp:Ask"))
+    assert not [d for d in diags if d.code == "pause-in-parallel-item"]
+
+
+def test_an_exit_loop_leaving_a_loop_around_a_parallel_iteration_is_a_compile_error():
+    source = iteration({"ExitLoop:X": cpn("ExitLoop", {}, parent_id="Iteration:I")}, concurrency=2, first="ExitLoop:X",
+                       collect={})
+    comps = source["components"]
+    comps["begin"]["downstream"] = ["Loop:L"]
+    comps["Loop:L"] = cpn("Loop", {"loop_variables": [], "loop_termination_condition": [], "maximum_loop_count": 2},
+                          ["Message:Out"])
+    comps["LoopItem:LS"] = cpn("LoopItem", {}, ["StringTransform:Split"], parent_id="Loop:L")
+    comps["StringTransform:Split"]["parent_id"] = "Loop:L"
+    comps["Iteration:I"]["parent_id"] = "Loop:L"
+    comps["Iteration:I"]["downstream"] = []
+    comps["Message:Out"]["obj"]["params"]["content"] = ["done"]
+    _, diags = diagnose(source)
+    errors = [d for d in diags if d.code == "exit-from-parallel-item"]
+    assert [(d.component_id, d.field, d.severity) for d in errors] == [("ExitLoop:X", "parent_id", "error")]
+    assert "Loop:L" in errors[0].message
