@@ -30,7 +30,8 @@ FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
 MESSAGE_ID = "message_id"              # the checkpoint metadata key naming the run's message
-MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we know they did not pause
+MAY_PAUSE = {"UserFillUp", "Begin"}
+FUSED = "__fused__"                    # compiler.fusion.FUSED: the custom items of a fused chain      # their node_started waits until we know they did not pause
 
 
 def _pending(outputs: dict) -> bool:
@@ -45,6 +46,10 @@ def written(result: dict, key: str) -> Any:
 class EventAdapter:
     def __init__(self, compiled, *, session_id: str, request_inputs: Any, message_id: str | None = None):
         self.nodes = compiled.node_by_name()
+        self.by_id = {node.id: node for node in self.nodes.values()}
+        # a fused node (compiler/fusion.py) reports its chain's components through custom items; its task's
+        # result is its last component's
+        self.fused_last = {name: self.by_id[chain[-1]] for name, chain in getattr(compiled, "fused", {}).items()}
         self.session_id = session_id
         self.message_id = message_id or str(uuid.uuid4())
         self.created_at = int(time.time())
@@ -90,6 +95,9 @@ class EventAdapter:
     def _custom(self, data: Any) -> Iterable[dict]:
         if not isinstance(data, dict):
             return
+        if FUSED in data:
+            yield from self._fused(data)
+            return
         if "usage" in data:
             for k, v in data["usage"].items():
                 self.usage[k] = self.usage.get(k, 0) + (v or 0)
@@ -98,6 +106,20 @@ class EventAdapter:
         event = data.get("event")
         if event in ("message", "message_end"):
             yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
+
+    def _fused(self, data: dict) -> Iterable[dict]:
+        """A component of a fused chain finished, or the next one started (compiler/fusion.py)."""
+        node = self.by_id.get(data.get("component_id"))
+        if node is None:
+            return
+        if data[FUSED] == "finished":
+            yield self.envelope("node_finished", self.node_finished(node, data.get("outputs") or {},
+                                                                    data.get("inputs") or {}))
+        else:
+            yield self.envelope("node_started", {
+                "inputs": None, "created_at": int(time.time()), "component_id": node.id,
+                "component_name": node.display_name, "component_type": node.component_type,
+                "thoughts": data.get("thoughts") or ""})
 
     def _node(self, name: str):
         """The component behind a task: its own node, or the error handler LangGraph adds for it."""
@@ -122,7 +144,7 @@ class EventAdapter:
         yield started
 
     def _task_result(self, data: dict) -> Iterable[dict]:
-        node = self._node(data["name"])
+        node = self.fused_last.get(data["name"]) or self._node(data["name"])
         if data.get("interrupts"):
             self.starts.pop(node.id if node else "", None)
             value = data["interrupts"][0].get("value") or {}

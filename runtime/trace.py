@@ -116,9 +116,15 @@ class _Builder:
     def __init__(self, canvas):
         self.nodes = canvas.node_by_name() if canvas is not None else {}
         self.parallel = canvas.parallel if canvas is not None else {}
+        self.fused = canvas.fused if canvas is not None else {}
+        self.by_id = {node.id: node for node in self.nodes.values()}
         self.turns: list[dict] = []
         self.run_key: Any = object()
         self.by_component: dict[str, dict] = {}     # component id -> its last step in this turn
+
+    def fused_nodes(self, name: str) -> list:
+        """The components a fused node ran (compiler/fusion.py), in order; [] for any other node."""
+        return [self.by_id[cid] for cid in self.fused.get(name, [])]
 
     def node(self, name: str):
         if name.startswith(HANDLER_PREFIX):
@@ -148,7 +154,8 @@ class _Builder:
                 "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
                 "component_id": node.id, "component_name": node.display_name,
                 "component_type": node.component_type,
-                "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id else {},
+                "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id
+                else dict((last.get("fused") or {}).get(node.id) or {}),
                 "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error}
         if task.interrupts:
             form = task.interrupts[0].value if hasattr(task.interrupts[0], "value") else task.interrupts[0]
@@ -255,7 +262,8 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
             if task.name == FINISH or node is None:
                 builder.add_item(turn, snapshot, task)
                 continue
-            builder.add_step(turn, snapshot, task, node)
+            for component in builder.fused_nodes(task.name) or [node]:   # a fused chain: a step per component
+                builder.add_step(turn, snapshot, task, component)
     _statuses(builder.turns, chain, history)
     return builder.turns
 
