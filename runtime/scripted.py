@@ -47,6 +47,7 @@ _SCRIPT_KEYS = {"replies", "by_component", "retrieval", "tool_results", "auto_re
                 "chunk_interval_ms", "delay_ms"}
 _REPLY_KEYS = {"content", "reasoning", "chunks", "tool_calls", "error", "delay_ms"}
 MAX_DELAY_MS = 60_000
+PAUSE = "scripted_pause_s"     # a chunk's pause, between `_chunks` and `_paced`
 
 
 class ScriptError(Exception):
@@ -455,11 +456,27 @@ class ScriptedChatModel(BaseChatModel):
             pauses[0] += script.delay if reply.delay is None else reply.delay
         return pauses
 
-    def _paced(self, messages: list[BaseMessage], tools: Any) -> list[tuple[float, ChatGenerationChunk]]:
-        """A streamed reply's chunks, each with the pause before it."""
+    def _chunks(self, messages: list[BaseMessage], tools: Any = None) -> list[ChatGenerationChunk]:
+        """A streamed reply's chunks, taken eagerly; a chunk to wait for carries the pause in its
+        `generation_info` (`PAUSE`) until `_paced` takes it off. (Benchmarks wrap this method to see when
+        the first chunk is ready: `../shared/oracle/perf/worker_c2g.py`.)"""
         reply = self._take_reply(messages, tools)
         chunks = self._chunks_of(reply, messages)
-        return list(zip(self._pauses(reply, chunks), chunks))
+        for pause, chunk in zip(self._pauses(reply, chunks), chunks):
+            if pause:
+                chunk.generation_info = {PAUSE: pause}
+        return chunks
+
+    def _paced(self, messages: list[BaseMessage], tools: Any) -> list[tuple[float, ChatGenerationChunk]]:
+        """A streamed reply's chunks, each with the pause before it."""
+        paced = []
+        for chunk in self._chunks(messages, tools):
+            info = chunk.generation_info or {}
+            pause = info.get(PAUSE, 0.0)
+            if PAUSE in info:
+                chunk.generation_info = None        # not a provider's metadata: it must not reach the message
+            paced.append((pause, chunk))
+        return paced
 
     def _unstreamed(self, messages: list[BaseMessage], tools: Any) -> tuple[float, ChatResult]:
         """A whole reply and how long it takes: as long as streaming it would."""
