@@ -62,7 +62,7 @@ class CompiledCanvas:
         whose steps reach the event stream only when it streams subgraphs (compiler/parallel.py)."""
         if "_parallel" not in self.__dict__:
             from compiler.parallel import parallel_iterations
-            self.__dict__["_parallel"] = parallel_iterations(self.plan)
+            self.__dict__["_parallel"] = parallel_iterations(self.plan) if self.kind == "agent" else {}
         return self.__dict__["_parallel"]
 
     @property
@@ -71,7 +71,7 @@ class CompiledCanvas:
         none for a graph wired elsewhere (an ejected module has a node per component)."""
         if "_fused" not in self.__dict__:
             from compiler.fusion import fused_chains
-            chains = {} if self.wired is not None else fused_chains(self.plan)
+            chains = {} if self.wired is not None or self.kind != "agent" else fused_chains(self.plan)
             self.__dict__["_fused"] = {self.plan.node_names[first]: chain for first, chain in chains.items()}
         return self.__dict__["_fused"]
 
