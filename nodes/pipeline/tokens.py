@@ -25,10 +25,15 @@ def _ranks_file() -> Path | None:
     explicit = os.environ.get("CANVAS2GRAPH_TIKTOKEN_FILE")
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
+    candidate = tiktoken_cache_file()
+    return candidate if candidate.is_file() else None
+
+
+def tiktoken_cache_file() -> Path:
+    """Where tiktoken itself keeps the ranks file it downloads (its cache, named by the SHA-1 of the URL)."""
     cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") \
         or os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    candidate = Path(cache) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
-    return candidate if candidate.is_file() else None
+    return Path(cache) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
 
 
 def _load() -> tuple[str, Callable[[str], int]]:

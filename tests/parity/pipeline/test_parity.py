@@ -23,7 +23,8 @@ CASES = sorted((Path(__file__).parent / "cases").glob("*.json"))
 def _ranks_file() -> Path | None:
     home = Path(os.environ.get("ORACLE_HOME") or Path.home() / ".cache" / "ragflow-oracle")
     for candidate in (os.environ.get("CANVAS2GRAPH_TIKTOKEN_FILE"),
-                      home / "ragflow-src" / "ragflow_deps" / "cl100k_base.tiktoken"):
+                      home / "ragflow-src" / "ragflow_deps" / "cl100k_base.tiktoken",
+                      tokens.tiktoken_cache_file()):        # where .ci/run builds it offline
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
