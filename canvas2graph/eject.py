@@ -127,6 +127,18 @@ class Canvas:
         self._known(cid)
         return self.wiring.step(cid, goto=False)
 
+    def parallel_iteration(self, builder: StateGraph, cid: str) -> None:
+        """An Iteration whose items run at once (`max_concurrency` above 1) as the nodes `compiler.build` makes
+        of it: its own step, which sends the first items; the items node, which runs one item's body (the
+        IterationItem and the components inside, compiled into a graph of their own) per `Send`; and the
+        collect node, which sends the next items or leaves with the outputs in the items' order."""
+        from compiler.parallel import add_parallel_iteration, concurrency
+        self._known(cid)
+        node = self.wiring.plan.nodes[cid]
+        if concurrency(node) < 2 or cid not in self.wiring.plan.starts:
+            raise EjectError(f"{cid} is not an Iteration whose items run at once (max_concurrency above 1)")
+        add_parallel_iteration(builder, self.wiring, cid, concurrency(node))
+
     def options(self, cid: str) -> dict[str, Any]:
         """`add_node` options every component node has: what it reads of the state, and its metadata."""
         self._known(cid)

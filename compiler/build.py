@@ -36,6 +36,8 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from compiler.fusion import fused_chains, fused_step
+from compiler.parallel import hidden, parallel_iterations
 from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from nodes.errors import error_handler_for, retry_policy_for
 from runtime.bridge import sync_twin
@@ -182,6 +184,10 @@ class Wiring:
     def step(self, cid: str, *, goto: bool = True) -> Any:
         """The node's step. `goto`: a routing node returns `Command(goto=...)` (the compiled graph);
         without, it returns its update and a conditional edge reads its route (an ejected canvas)."""
+        return _dual(self.names[cid], self.call(cid, goto=goto))
+
+    def call(self, cid: str, *, goto: bool = True) -> Any:
+        """The node's step as an async callable of (state, runtime)."""
         node = self.plan.nodes[cid]
         route = self.router(cid)
         # a partial() (not a bound method or a closure): LangGraph then skips scanning the callable's
@@ -193,12 +199,15 @@ class Wiring:
                            inline_finish=self.inline, goto=goto)
         if cid == "begin":
             call = partial(_begin, call, initial_globals=self.plan.dsl.initial_globals())
-        return _dual(self.names[cid], call)
+        return call
 
     def error_handler(self, cid: str, targets: list[str] | None = None):
         handler = error_handler_for(self.plan.nodes[cid], self.plan, self.names, inline_finish=self.inline,
                                     targets=targets)
         return _dual(f"__error_handler__{self.names[cid]}", handler) if handler else None
+
+    def retry_policy(self, cid: str):
+        return retry_policy_for(self.plan.nodes[cid])
 
     def metadata(self, cid: str) -> dict:
         node = self.plan.nodes[cid]
@@ -211,26 +220,70 @@ class Wiring:
         return _dual(FINISH, _finish)
 
 
+def add_components(graph: StateGraph, wiring: Wiring, ids: list[str], *, names: dict[str, str],
+                   first: str | None = None) -> None:
+    """The nodes of the components `ids` (in order), named by `names`. An Iteration that runs items at once
+    becomes its three nodes (`compiler.parallel`) and its body is left out: it runs in the item graph.
+    `first` is the node an item graph starts at, which waits for nothing."""
+    from compiler.parallel import add_parallel_iteration, hidden, parallel_iterations
+
+    plan, inline = wiring.plan, wiring.inline
+    parallel = {cid: n for cid, n in parallel_iterations(plan).items() if cid in ids}
+    hide = hidden(plan, parallel)
+    valid = set(ids) - hide
+    chains = fused_chains(plan) if first is None else {}      # the canvas's own graph only, not item graphs
+    inside = {cid for chain in chains.values() for cid in chain[1:]}
+    for cid in ids:
+        if cid in hide or cid in inside:
+            continue
+        if cid in chains:
+            add_fused(graph, wiring, chains[cid], names=names)
+            continue
+        if cid in parallel:
+            add_parallel_iteration(graph, wiring, cid, parallel[cid])
+            continue
+        node = plan.nodes[cid]
+        routes = [e for e in wiring.routed.get(cid, []) if e.target in valid or e.target == PLAN_FINISH
+                  or wiring.names.get(e.target) == END]
+        graph.add_node(names[cid], wiring.step(cid),
+                       input_schema=wiring.input_schema(cid),
+                       defer=wiring.joins(cid) and cid != first,
+                       destinations=_destinations(routes, wiring.names, inline) if cid in wiring.routed else None,
+                       retry_policy=retry_policy_for(node),
+                       error_handler=wiring.error_handler(cid),
+                       metadata=wiring.metadata(cid))
+
+
+def add_fused(graph: StateGraph, wiring: Wiring, chain: list[str], *, names: dict[str, str]) -> None:
+    """A chain of pure components as one node, named after its first (`compiler.fusion`)."""
+    plan, first, last = wiring.plan, chain[0], chain[-1]
+    nodes = [plan.nodes[c] for c in chain]
+    call = partial(fused_step, nodes, wiring.call(last), timeout=wiring.timeout)
+    routes = wiring.routed.get(last, [])
+    graph.add_node(names[first], _dual(names[first], call), input_schema=wiring.view, defer=wiring.joins(first),
+                   destinations=_destinations(routes, wiring.names, wiring.inline) if routes else None,
+                   metadata={**wiring.metadata(first), "fused": chain})
+
+
 def build_graph(plan: Plan) -> StateGraph:
     from canvas2graph.types import RunContext
 
     graph = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
                        output_schema=CanvasOutput)
     wiring = Wiring(plan)
-    names, routed, inline = wiring.names, wiring.routed, wiring.inline
-    for cid, node in plan.nodes.items():
-        graph.add_node(names[cid], wiring.step(cid),
-                       input_schema=wiring.input_schema(cid),
-                       defer=wiring.joins(cid),
-                       destinations=_destinations(routed[cid], names, inline) if cid in routed else None,
-                       retry_policy=retry_policy_for(node),
-                       error_handler=wiring.error_handler(cid),
-                       metadata=wiring.metadata(cid))
+    names, inline = wiring.names, wiring.inline
+    add_components(graph, wiring, list(plan.nodes), names=names)
+    hide = hidden(plan, parallel_iterations(plan))      # what runs inside parallel Iterations' item graphs
+    owner = {cid: chain[0] for chain in fused_chains(plan).values() for cid in chain}   # fused: the chain's node
     # the finish node also serves Runner._close_turn (`as_node`) when the components finish inline
     graph.add_node(FINISH, wiring.finish_node(), input_schema=wiring.view, defer=True)
     graph.add_edge(START, names["begin"])
     graph.add_edge(FINISH, END)
     for e in plan.edges:
+        if e.source in hide or e.target in hide:
+            continue
+        if e.source in owner and owner.get(e.target) == owner[e.source]:
+            continue                                    # inside a fused chain
         if e.kind in STATIC_EDGES and not (e.target == PLAN_FINISH and inline):
-            graph.add_edge(names[e.source], names[e.target])
+            graph.add_edge(names[owner.get(e.source, e.source)], names[e.target])
     return graph

@@ -16,6 +16,7 @@ from typing import Any
 
 from canvas2graph.types import CompileError, Diagnostic
 from compiler.diagnostics import Collector
+from compiler.fusion import enabled as fusion_enabled
 from compiler.load import load_dsl
 from compiler.plan import Plan, make_plan
 
@@ -54,6 +55,25 @@ class CompiledCanvas:
             return 1 + node.max_passes() * (body + 1)
 
         return min(sum(cost(cid) for cid, node in nodes.items() if not node.parent_id) + 10, max_steps())
+
+    @property
+    def parallel(self) -> dict[str, int]:
+        """Iterations that run items at once (id -> max_concurrency): their items run in item graphs,
+        whose steps reach the event stream only when it streams subgraphs (compiler/parallel.py)."""
+        if "_parallel" not in self.__dict__:
+            from compiler.parallel import parallel_iterations
+            self.__dict__["_parallel"] = parallel_iterations(self.plan) if self.kind == "agent" else {}
+        return self.__dict__["_parallel"]
+
+    @property
+    def fused(self) -> dict[str, list[str]]:
+        """Node name -> the component ids it runs, for every chain the builder fused (`compiler.fusion`);
+        none for a graph wired elsewhere (an ejected module has a node per component)."""
+        if "_fused" not in self.__dict__:
+            from compiler.fusion import fused_chains
+            chains = {} if self.wired is not None or self.kind != "agent" else fused_chains(self.plan)
+            self.__dict__["_fused"] = {self.plan.node_names[first]: chain for first, chain in chains.items()}
+        return self.__dict__["_fused"]
 
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
@@ -137,6 +157,8 @@ def compile_dsl(source: Any, *, default_llm: str | None = None) -> CompiledCanva
     key = _source_key(source)
     if key is not None and default_llm:
         key += "\0" + default_llm
+    if key is not None and not fusion_enabled():       # CANVAS2GRAPH_FUSION=0 builds another graph
+        key += "\0unfused"
     if key is not None and key in _CACHE:
         return _CACHE[key]
     compiled, diags = diagnose(source, default_llm=default_llm)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 from compiler.diagnostics import Collector
+from compiler.parallel import check_parallel
 from compiler.plan import Edge, Plan
 
 
@@ -44,6 +45,7 @@ def check_plan(plan: Plan, out: Collector) -> None:
             container = plan.nodes[cid].parent_id
             out.warning("empty-body", f"'{cid}' leads to no component, so the passes of {comps[container].component_name} "
                         f"'{container}' do nothing", cid, "downstream")
+    check_parallel(plan, out)
     for cid, node in plan.nodes.items():      # a component's own warnings (options it cannot honour, say)
         for code, message, field in getattr(node, "warnings", lambda: [])():
             out.warning(code, message, cid, field)

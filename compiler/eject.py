@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from compiler.build import FINISH as FINISH_NODE, STATIC_EDGES, Wiring
+from compiler.parallel import hidden, parallel_iterations
 from compiler.plan import FINISH as TURN_END
 
 WIDTH = 100           # a literal longer than this on one line is written over several lines
@@ -113,7 +114,16 @@ def to_python(compiled, *, source: str | None = None) -> str:
     w("# --- Nodes: one per component, named after its id ---------------------------------------------")
     w("builder = canvas.state_graph()")
     scope: str | None = None
+    parallel = parallel_iterations(plan)
+    hide = hidden(plan, parallel)             # the bodies of parallel Iterations: they run in item graphs
     for cid, node in plan.nodes.items():
+        if cid in hide:
+            continue
+        if cid in parallel:
+            w(f"# {_comment(cid)} (Iteration, max_concurrency {parallel[cid]}): its items run {parallel[cid]} at a time,")
+            w("# each through its body compiled into a graph of its own; three nodes: the Iteration, its items, their collection")
+            w(f"canvas.parallel_iteration(builder, {cid!r})")
+            continue
         parent = node.parent_id if node.parent_id in plan.starts else None
         if parent != scope:
             if parent:
@@ -147,6 +157,8 @@ def to_python(compiled, *, source: str | None = None) -> str:
     w(f"builder.add_edge(START, {names['begin']!r})")
     routed_done: set[str] = set()
     for e in plan.edges:
+        if e.source in hide or e.target in hide:
+            continue
         if e.kind in STATIC_EDGES:
             target = _target_name(e.target, wiring)
             comment = {"enter": f"   # {_comment(e.source)} enters its body", "loop": "   # the end of a pass: back to the start",

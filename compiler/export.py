@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.parallel import concurrency
 from compiler.plan import Plan
 
 
@@ -13,6 +14,9 @@ def _label(plan: Plan, cid: str) -> str:
     entry = plan.dsl.components.get(cid)
     name = (entry.display_name if entry else "") or cid
     ctype = node.component_type if node else (entry.component_name if entry else "?")
+    limit = concurrency(node) if node is not None else 1
+    if limit > 1:           # a parallel Iteration (compiler/parallel.py): its items run this many at once
+        ctype = f"{ctype}, max_concurrency {limit}"
     return f"{_text(name)}<br/><small>{_text(ctype)}</small>"
 
 
@@ -43,7 +47,8 @@ def to_mermaid(plan: Plan) -> str:
 def to_json(plan: Plan) -> dict[str, Any]:
     return {
         "nodes": [{"id": cid, "node": plan.node_names[cid], "type": node.component_type,
-                   "name": node.display_name, "parent_id": node.parent_id}
+                   "name": node.display_name, "parent_id": node.parent_id,
+                   **({"max_concurrency": concurrency(node)} if concurrency(node) > 1 else {})}
                   for cid, node in plan.nodes.items()],
         "edges": [{"source": e.source, "target": e.target, "kind": e.kind, **({"label": e.label} if e.label else {})}
                   for e in plan.edges],

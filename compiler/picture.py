@@ -22,6 +22,7 @@ from typing import Any
 import graphviz
 
 from canvas2graph.types import UsageError
+from compiler.parallel import concurrency
 from compiler.plan import FINISH, Plan
 
 FORMATS = ("svg", "png")
@@ -104,7 +105,8 @@ def to_dot(plan: Plan, *, title: str | None = None) -> str:
                 node = plan.nodes[cid]
                 # "cluster" is how Graphviz knows a subgraph is drawn as a box around its members
                 with g.subgraph(name=f"cluster_{names[cid]}") as box:
-                    box.attr(label=f"<{_text(node.display_name or cid)} <I>({_text(node.component_type)})</I>>",
+                    kind = node.component_type + (f", max_concurrency {concurrency(node)}" if concurrency(node) > 1 else "")
+                    box.attr(label=f"<{_text(node.display_name or cid)} <I>({_text(kind)})</I>>",
                              style="rounded,dashed", color="#6a4fb3", bgcolor="#faf8fe", fontcolor="#4a3591",
                              id=f"cluster:{names[cid]}", labeljust="l")
                     add_component(box, cid)

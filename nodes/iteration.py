@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pydantic import Field
+
 from compiler.refs import Ref, parse_ref
 from nodes.base import Node, Params, Result, require_ref
 from nodes.registry import register
@@ -28,9 +30,15 @@ def max_items() -> int:
         return DEFAULT_MAX_ITEMS
 
 
+MAX_CONCURRENCY = 1_000
+
+
 class IterationParams(Params):
     items_ref: str = ""
     variable: Any = None
+    # items run at once (RAGFlow's Go engine and PR #19066); 0 and 1 run them one after another, as RAGFlow's
+    # Python engine does. Above 1 the compiler runs the items through LangGraph's fan-out (compiler/parallel.py)
+    max_concurrency: int = Field(1, ge=0, le=MAX_CONCURRENCY)
 
 
 def collected_outputs(outputs: Any) -> list[tuple[str, Ref]]:
@@ -89,11 +97,13 @@ class IterationItem(Node):
 
     async def run(self, state, ctx) -> Result:
         container = self.parent_id or ""
-        idx = int(progress(state, container).get("idx") or 0)
+        passed = progress(state, container)
+        idx = int(passed.get("idx") or 0)
         items = resolve(state, self.items_ref) if self.items_ref else []
         items = items if isinstance(items, list) else []
         writes: dict[str, Any] = {}
-        if idx > 0 and self.collect:
+        # one item of a parallel Iteration (compiler/parallel.py) collects nothing: its items node does
+        if idx > 0 and self.collect and not passed.get("item_only"):
             current = outputs_of(state, container)
             writes[channel(container)] = {key: list(current.get(key) or []) + [resolve(state, ref)]
                                           for key, ref in self.collect}

@@ -17,6 +17,7 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
 """
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from typing import Any, AsyncIterator, Iterable
@@ -32,7 +33,8 @@ FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
 MESSAGE_ID = "message_id"              # the checkpoint metadata key naming the run's message
-MAY_PAUSE = {"UserFillUp", "Begin"}      # their node_started waits until we know they did not pause
+MAY_PAUSE = {"UserFillUp", "Begin"}
+FUSED = "__fused__"                    # compiler.fusion.FUSED: the custom items of a fused chain      # their node_started waits until we know they did not pause
 
 
 def _pending(outputs: dict) -> bool:
@@ -47,6 +49,10 @@ def written(result: dict, key: str) -> Any:
 class EventAdapter:
     def __init__(self, compiled, *, session_id: str, request_inputs: Any, message_id: str | None = None):
         self.nodes = compiled.node_by_name()
+        self.by_id = {node.id: node for node in self.nodes.values()}
+        # a fused node (compiler/fusion.py) reports its chain's components through custom items; its task's
+        # result is its last component's
+        self.fused_last = {name: self.by_id[chain[-1]] for name, chain in getattr(compiled, "fused", {}).items()}
         self.session_id = session_id
         self.message_id = message_id or str(uuid.uuid4())
         self.created_at = int(time.time())
@@ -59,6 +65,16 @@ class EventAdapter:
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
 
+    def _item(self, ns: tuple) -> "EventAdapter":
+        """The adapter of one item of a parallel Iteration: the same turn (message id, usage), with its own
+        held starts and finishes, since every item runs the same components at the same time."""
+        items = self.__dict__.setdefault("_items", {})
+        if ns not in items:
+            child = copy.copy(self)
+            child.held, child.starts, child.__dict__["_items"] = {}, {}, {}
+            items[ns] = child
+        return items[ns]
+
     def envelope(self, event: str, data: dict) -> dict:
         return {"event": event, "message_id": self.message_id, "created_at": self.created_at,
                 "task_id": self.session_id, "data": data}
@@ -67,6 +83,9 @@ class EventAdapter:
         return self.envelope("workflow_started", {"inputs": self.request_inputs})
 
     def feed(self, part: dict) -> Iterable[dict]:
+        if part.get("ns"):        # a step inside one item of a parallel Iteration (compiler/parallel.py)
+            yield from self._item(tuple(part["ns"])).feed({**part, "ns": ()})
+            return
         kind, data = part["type"], part["data"]
         if kind == "custom":
             yield from self._custom(data)
@@ -79,6 +98,9 @@ class EventAdapter:
     def _custom(self, data: Any) -> Iterable[dict]:
         if not isinstance(data, dict):
             return
+        if FUSED in data:
+            yield from self._fused(data)
+            return
         if "usage" in data:
             for k, v in data["usage"].items():
                 self.usage[k] = self.usage.get(k, 0) + (v or 0)
@@ -87,6 +109,20 @@ class EventAdapter:
         event = data.get("event")
         if event in ("message", "message_end"):
             yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
+
+    def _fused(self, data: dict) -> Iterable[dict]:
+        """A component of a fused chain finished, or the next one started (compiler/fusion.py)."""
+        node = self.by_id.get(data.get("component_id"))
+        if node is None:
+            return
+        if data[FUSED] == "finished":
+            yield self.envelope("node_finished", self.node_finished(node, data.get("outputs") or {},
+                                                                    data.get("inputs") or {}))
+        else:
+            yield self.envelope("node_started", {
+                "inputs": None, "created_at": int(time.time()), "component_id": node.id,
+                "component_name": node.display_name, "component_type": node.component_type,
+                "thoughts": data.get("thoughts") or ""})
 
     def _node(self, name: str):
         """The component behind a task: its own node, or the error handler LangGraph adds for it."""
@@ -111,7 +147,7 @@ class EventAdapter:
         yield started
 
     def _task_result(self, data: dict) -> Iterable[dict]:
-        node = self._node(data["name"])
+        node = self.fused_last.get(data["name"]) or self._node(data["name"])
         if data.get("interrupts"):
             self.starts.pop(node.id if node else "", None)
             value = data["interrupts"][0].get("value") or {}
@@ -130,6 +166,9 @@ class EventAdapter:
             self.answer = history[-1][1] if history else {}
             self.finished = True
         if node is None:
+            # a parallel Iteration's items and collect nodes (compiler/parallel.py) are no components, but
+            # the collect node's writes finish the Iteration
+            yield from self._containers_done(result)
             return
         if node.id in self.starts:
             yield self.starts.pop(node.id)
@@ -147,8 +186,17 @@ class EventAdapter:
             self.held[node.id] = {**finished, "outputs": dict(outputs), "container": node.role == "container"}
         else:
             yield self.envelope("node_finished", finished)
-        for cid, pass_ in (written(result, LOOPS) or {}).items():   # a container that is done finishes last
+        yield from self._containers_done(result)
+
+    def _containers_done(self, result: dict) -> Iterable[dict]:
+        """A container that is done finishes last, with what was last written to its outputs."""
+        loops = written(result, LOOPS) or {}
+        if not any(p.get("done") and cid in self.held for cid, p in loops.items()):
+            return
+        outputs_written = written(result, OUTPUTS) or {}
+        for cid, pass_ in loops.items():
             if pass_.get("done") and cid in self.held:
+                self.held[cid]["outputs"].update(outputs_written.get(cid) or {})
                 yield self.envelope("node_finished", self._release(cid))
 
     def end(self) -> Iterable[dict]:
@@ -307,6 +355,8 @@ class TurnEvents:
                   "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
             modes = list(dict.fromkeys(STREAM_MODES + self.raw_modes))
+            if self.canvas.parallel:        # items of a parallel Iteration run in item graphs (compiler/parallel.py)
+                options["subgraphs"] = True
             async for part in self.graph.astream(self.input, config, context=self.context,
                                                  stream_mode=modes, version="v2", **options):
                 if part["type"] in self.raw_modes:

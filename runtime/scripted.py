@@ -46,8 +46,10 @@ DEFAULT_STREAM_CHUNKS = 3
 DEFAULT_SIMILARITY = 0.9
 
 _SCRIPT_KEYS = {"replies", "by_component", "retrieval", "tool_results", "auto_reply", "stream_chunks",
-                "chunk_interval_ms"}
-_REPLY_KEYS = {"content", "reasoning", "chunks", "tool_calls", "error"}
+                "chunk_interval_ms", "delay_ms"}
+_REPLY_KEYS = {"content", "reasoning", "chunks", "tool_calls", "error", "delay_ms"}
+MAX_DELAY_MS = 60_000
+PAUSE = "scripted_pause_s"     # a chunk's pause, between `_chunks` and `_paced`
 
 
 class ScriptError(Exception):
@@ -71,6 +73,36 @@ class Reply:
     chunks: list[str] | None = None  # explicit stream pieces, overriding the word split
     tool_calls: list[dict] = field(default_factory=list)  # [{"name", "arguments": dict}]
     error: str | None = None
+    delay: float | None = None               # seconds before the first output; None: the script's delay_ms
+    chunk_delays: list[float] | None = None  # seconds before each of `chunks` (objects with a delay_ms)
+
+
+def _delay_seconds(raw: Any, where: str) -> float:
+    """A `delay_ms` value as seconds: a number of milliseconds from 0 to 60000."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw <= MAX_DELAY_MS:
+        raise ScriptError(f"{where} must be a number of milliseconds from 0 to {MAX_DELAY_MS}, got {raw!r}")
+    return raw / 1000
+
+
+def _paced_chunks(raw: Any, where: str) -> tuple[list[str] | None, list[float] | None]:
+    """A reply's `chunks`: strings, or `{"content", "delay_ms"}` objects whose delay is waited before that
+    chunk is streamed. Returns the texts and, when any chunk names a delay, the delay of each."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, list):
+        raise ScriptError(f"{where} must be a list of strings or {{\"content\", \"delay_ms\"}} objects")
+    texts, delays = [], []
+    for i, chunk in enumerate(raw):
+        if isinstance(chunk, str):
+            texts.append(chunk)
+            delays.append(0.0)
+            continue
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("content", ""), str) \
+                or set(chunk) - {"content", "delay_ms"}:
+            raise ScriptError(f'{where}[{i}] must be a string or an object with "content" and "delay_ms"')
+        texts.append(chunk.get("content", ""))
+        delays.append(_delay_seconds(chunk.get("delay_ms", 0), f"{where}[{i}].delay_ms"))
+    return texts, (delays if any(delays) else None)
 
 
 def _parse_arguments(arguments: Any, where: str) -> dict:
@@ -102,9 +134,7 @@ def _parse_reply(raw: Any, where: str) -> Reply:
     unknown = set(raw) - _REPLY_KEYS
     if unknown:
         raise ScriptError(f"{where}: unknown reply key(s) {sorted(unknown)}; allowed: {sorted(_REPLY_KEYS)}")
-    chunks = raw.get("chunks")
-    if chunks is not None and not (isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)):
-        raise ScriptError(f"{where}.chunks must be a list of strings")
+    chunks, chunk_delays = _paced_chunks(raw.get("chunks"), f"{where}.chunks")
     calls = raw.get("tool_calls") or []
     if not isinstance(calls, list):
         raise ScriptError(f"{where}.tool_calls must be a list")
@@ -117,9 +147,11 @@ def _parse_reply(raw: Any, where: str) -> Reply:
     return Reply(
         content=_optional_str(raw.get("content"), f"{where}.content") or "",
         reasoning=_optional_str(raw.get("reasoning"), f"{where}.reasoning"),
-        chunks=list(chunks) if chunks is not None else None,
+        chunks=chunks,
         tool_calls=tool_calls,
         error=_optional_str(raw.get("error"), f"{where}.error"),
+        delay=_delay_seconds(raw["delay_ms"], f"{where}.delay_ms") if "delay_ms" in raw else None,
+        chunk_delays=chunk_delays,
     )
 
 
@@ -224,6 +256,7 @@ class Script:
     auto_reply: str | None = None
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
     chunk_interval: float = 0.0  # seconds before each streamed chunk: a model that takes time to write
+    delay: float = 0.0           # seconds every reply waits before its first output (a reply's delay_ms overrides)
     calls: int = 0
     # every request a scripted model received, in order: {component_id, messages, tools}; tests
     # and users read it to see exactly what a canvas sent (prompts, tool results, citation rules)
@@ -286,6 +319,7 @@ class Script:
             auto_reply=_optional_str(source.get("auto_reply"), "auto_reply"),
             stream_chunks=stream_chunks,
             chunk_interval=interval / 1000,
+            delay=_delay_seconds(source.get("delay_ms", 0), "delay_ms"),
         )
 
     def next_reply(self, component_id: str | None) -> Reply:
@@ -429,8 +463,7 @@ class ScriptedChatModel(BaseChatModel):
     def _response_metadata(self, reply: Reply) -> dict[str, Any]:
         return {"model_name": self.model_name, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
 
-    def _result(self, messages: list[BaseMessage], tools: Any = None) -> ChatResult:
-        reply = self._take_reply(messages, tools)
+    def _result_of(self, reply: Reply, messages: list[BaseMessage]) -> ChatResult:
         message = AIMessage(
             content=reply.content,
             additional_kwargs={"reasoning_content": reply.reasoning} if reply.reasoning else {},
@@ -440,9 +473,8 @@ class ScriptedChatModel(BaseChatModel):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _chunks(self, messages: list[BaseMessage], tools: Any = None) -> list[ChatGenerationChunk]:
+    def _chunks_of(self, reply: Reply, messages: list[BaseMessage]) -> list[ChatGenerationChunk]:
         """All stream pieces of one reply; taken eagerly so an error surfaces before any output."""
-        reply = self._take_reply(messages, tools)
         pieces: list[AIMessageChunk] = [
             AIMessageChunk(content="", additional_kwargs={"reasoning_content": piece})
             for piece in (self.script.split_stream(reply.reasoning) if reply.reasoning else [])
@@ -472,6 +504,52 @@ class ScriptedChatModel(BaseChatModel):
         )
         return [ChatGenerationChunk(message=p) for p in pieces]
 
+    # -- pacing (delay_ms, chunk_interval_ms) ----------------------------------------------------
+    def _pauses(self, reply: Reply, chunks: list[ChatGenerationChunk]) -> list[float]:
+        """Seconds to wait before each streamed chunk: the reply's delay (else the script's) before the
+        first, a chunk's own `delay_ms` before it, and `chunk_interval_ms` before every one."""
+        script = self.script
+        pauses = [script.chunk_interval] * len(chunks)
+        if reply.chunk_delays:
+            # the content chunks come after the reasoning pieces and before a tool-call piece
+            first = len(script.split_stream(reply.reasoning)) if reply.reasoning else 0
+            for i, delay in enumerate(reply.chunk_delays):
+                if first + i < len(pauses):
+                    pauses[first + i] += delay
+        if pauses:
+            pauses[0] += script.delay if reply.delay is None else reply.delay
+        return pauses
+
+    def _chunks(self, messages: list[BaseMessage], tools: Any = None) -> list[ChatGenerationChunk]:
+        """A streamed reply's chunks, taken eagerly; a chunk to wait for carries the pause in its
+        `generation_info` (`PAUSE`) until `_paced` takes it off. (Benchmarks wrap this method to see when
+        the first chunk is ready: `../shared/oracle/perf/worker_c2g.py`.)"""
+        reply = self._take_reply(messages, tools)
+        chunks = self._chunks_of(reply, messages)
+        for pause, chunk in zip(self._pauses(reply, chunks), chunks):
+            if pause:
+                chunk.generation_info = {PAUSE: pause}
+        return chunks
+
+    def _paced(self, messages: list[BaseMessage], tools: Any) -> list[tuple[float, ChatGenerationChunk]]:
+        """A streamed reply's chunks, each with the pause before it."""
+        paced = []
+        for chunk in self._chunks(messages, tools):
+            info = chunk.generation_info or {}
+            pause = info.get(PAUSE, 0.0)
+            if PAUSE in info:
+                chunk.generation_info = None        # not a provider's metadata: it must not reach the message
+            paced.append((pause, chunk))
+        return paced
+
+    def _unstreamed(self, messages: list[BaseMessage], tools: Any) -> tuple[float, ChatResult]:
+        """A whole reply and how long it takes: as long as streaming it would."""
+        reply = self._take_reply(messages, tools)
+        result = self._result_of(reply, messages)
+        if not (self.script.chunk_interval or self.script.delay or reply.delay or reply.chunk_delays):
+            return 0.0, result
+        return sum(self._pauses(reply, self._chunks_of(reply, messages))), result
+
     # -- BaseChatModel hooks --------------------------------------------------------------------
     def _generate(
         self,
@@ -480,7 +558,10 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,  # tools / tool_choice from bind_tools: ignored on purpose
     ) -> ChatResult:
-        return self._result(messages, kwargs.get("tools"))
+        pause, result = self._unstreamed(messages, kwargs.get("tools"))
+        if pause:
+            time.sleep(pause)
+        return result
 
     async def _agenerate(
         self,
@@ -489,10 +570,9 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = self._result(messages, kwargs.get("tools"))
-        if self.script.chunk_interval:  # as long as streaming the same reply would take
-            pieces = self.script.split_stream(result.generations[0].message.text)
-            await asyncio.sleep(self.script.chunk_interval * max(len(pieces), 1))
+        pause, result = self._unstreamed(messages, kwargs.get("tools"))
+        if pause:  # as long as streaming the same reply would take
+            await asyncio.sleep(pause)
         return result
 
     def _stream(
@@ -502,9 +582,9 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages, kwargs.get("tools")):
-            if self.script.chunk_interval:
-                time.sleep(self.script.chunk_interval)
+        for pause, chunk in self._paced(messages, kwargs.get("tools")):
+            if pause:
+                time.sleep(pause)
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -516,9 +596,9 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages, kwargs.get("tools")):
-            if self.script.chunk_interval:
-                await asyncio.sleep(self.script.chunk_interval)
+        for pause, chunk in self._paced(messages, kwargs.get("tools")):
+            if pause:
+                await asyncio.sleep(pause)
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

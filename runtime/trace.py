@@ -36,7 +36,7 @@ from typing import Any
 
 from runtime.calls import image_summaries
 from runtime.events import CANCELLED_TEXT, FINISH, HANDLER_PREFIX, MESSAGE_ID
-from runtime.state import LAST, OUTPUTS, REQUEST, overwritten
+from runtime.state import LAST, LOOPS, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
 __all__ = ["atrace", "trace", "atrace_message", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
@@ -115,9 +115,16 @@ def _error_text(error: Any) -> str | None:
 class _Builder:
     def __init__(self, canvas):
         self.nodes = canvas.node_by_name() if canvas is not None else {}
+        self.parallel = canvas.parallel if canvas is not None else {}
+        self.fused = canvas.fused if canvas is not None else {}
+        self.by_id = {node.id: node for node in self.nodes.values()}
         self.turns: list[dict] = []
         self.run_key: Any = object()
         self.by_component: dict[str, dict] = {}     # component id -> its last step in this turn
+
+    def fused_nodes(self, name: str) -> list:
+        """The components a fused node ran (compiler/fusion.py), in order; [] for any other node."""
+        return [self.by_id[cid] for cid in self.fused.get(name, [])]
 
     def node(self, name: str):
         if name.startswith(HANDLER_PREFIX):
@@ -147,7 +154,8 @@ class _Builder:
                 "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
                 "component_id": node.id, "component_name": node.display_name,
                 "component_type": node.component_type,
-                "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id else {},
+                "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id
+                else dict((last.get("fused") or {}).get(node.id) or {}),
                 "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error,
                 "started_at": _timestamp(snapshot.created_at)}
         if task.interrupts:
@@ -166,9 +174,29 @@ class _Builder:
             target = step if cid == node.id else self.by_component.get(cid)
             if target is not None:
                 _add_calls(target, record)
+        if node.id in self.parallel:        # an Iteration whose items run at once (compiler/parallel.py)
+            step["max_concurrency"] = self.parallel[node.id]
         turn["steps"].append(step)
         self.by_component[node.id] = step
         return step
+
+    def add_item(self, turn: dict, snapshot, task) -> None:
+        """One item of a parallel Iteration, as a step of the Iteration: its index and what it collected.
+        (The item's components ran in its item graph, which keeps no checkpoints: the item is the step.)"""
+        from compiler.parallel import ITEM_KEY, ITEMS_PREFIX
+        node = self.node(task.name[len(ITEMS_PREFIX):]) if task.name.startswith(ITEMS_PREFIX) else None
+        if node is None:
+            return
+        collected = ((overwritten(_result(task).get(LOOPS)) or {}).get(node.id) or {})
+        index, outputs = next(((int(k[len(ITEM_KEY):]), v) for k, v in collected.items() if k.startswith(ITEM_KEY)),
+                              (None, {}))
+        turn["steps"].append({
+            "step": (snapshot.metadata or {}).get("step", -1) + 1,
+            "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
+            "component_id": node.id, "component_name": node.display_name, "component_type": node.component_type,
+            "item": index, "max_concurrency": self.parallel.get(node.id, 1), "inputs": {},
+            "outputs": outputs if isinstance(outputs, dict) else {}, "elapsed": 0.0,
+            "error": _error_text(task.error), "started_at": _timestamp(snapshot.created_at)})
 
 
 def _add_calls(step: dict, record: dict) -> None:
@@ -233,8 +261,10 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
         for task in ran:
             node = builder.node(task.name)
             if task.name == FINISH or node is None:
+                builder.add_item(turn, snapshot, task)
                 continue
-            builder.add_step(turn, snapshot, task, node)
+            for component in builder.fused_nodes(task.name) or [node]:   # a fused chain: a step per component
+                builder.add_step(turn, snapshot, task, component)
     _statuses(builder.turns, chain, history)
     return builder.turns
 

@@ -346,3 +346,26 @@ async def test_components_that_ran_in_parallel_share_a_step_and_a_fork_names_one
     # the fork runs the whole superstep again; only Message:A takes the given outputs
     outputs = {s["component_id"]: s["outputs"]["content"] for s in forked["steps"] if s["component_id"] != "begin"}
     assert outputs == {"Message:A": "A!", "Message:B": "bq"}       # RAGFlow drops the space before a reference
+
+
+async def test_a_parallel_iteration_shows_its_max_concurrency_and_each_item_as_a_step():
+    dsl = {"components": {
+        "begin": cpn("Begin", downstream=["StringTransform:Split"]),
+        "StringTransform:Split": cpn("StringTransform", {"method": "split", "split_ref": "sys.query", "delimiters": [","]},
+                                     ["Iteration:I"]),
+        "Iteration:I": cpn("Iteration", {"items_ref": "StringTransform:Split@result", "max_concurrency": 2,
+                                         "outputs": {"out": {"ref": "StringTransform:Up@result"}}}, ["Message:Out"]),
+        "IterationItem:S": cpn("IterationItem", {}, ["StringTransform:Up"], parent_id="Iteration:I"),
+        "StringTransform:Up": cpn("StringTransform", {"method": "merge", "script": "<{IterationItem:S@item}>",
+                                                      "delimiters": [","]}, parent_id="Iteration:I"),
+        "Message:Out": cpn("Message", {"content": ["{Iteration:I@out}"]}),
+    }}
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(dsl), saver, ModelFactory())
+        [e async for e in runner.run_turn("t", TurnRequest(query="a,b,c"))]
+        turns = await atrace(runner.graph, {"configurable": {"thread_id": "t"}})
+    steps = [s for s in turns[0]["steps"] if s["component_id"] == "Iteration:I"]
+    assert steps[0]["max_concurrency"] == 2 and "item" not in steps[0]
+    items = sorted((s["item"], s["outputs"]["out"]) for s in steps[1:])
+    assert items == [(0, "<a>"), (1, "<b>"), (2, "<c>")]
+    assert all(s["max_concurrency"] == 2 for s in steps)
