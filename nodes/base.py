@@ -55,6 +55,8 @@ class Result:
 
 class Node:
     component_type: str = ""
+    # the outputs RAGFlow's param class declares whatever the DSL says: a failed component lists them, None
+    param_outputs: tuple[str, ...] = ()
     thoughts_text: str = ""
     role: str | None = None        # "container" (Iteration, Loop), "start" (their items), "exit" (ExitLoop)
     start_type: str = ""           # for containers: the component_name of their start item
@@ -70,6 +72,9 @@ class Node:
         # RAGFlow reports every output the DSL declares, None until the component sets it (SPEC 2.2)
         declared = params.outputs if isinstance(params.outputs, dict) else {}
         self.declared = {k: None for k, v in declared.items() if isinstance(v, dict) and "ref" not in v}
+        # ...and a failed one lists every output its param class and the DSL declare, None, beside `_ERROR`
+        # (RAGFlow's outputs are its param's `outputs` dict, reset to None at the start of the turn)
+        self.absent = {**{k: None for k in self.param_outputs}, **{k: None for k in declared if isinstance(k, str)}}
         self.prepare()
 
     # --- compile time -------------------------------------------------------------------
@@ -143,7 +148,7 @@ class Node:
             if deadline is not None and deadline.expired():
                 message = f"{self.id} timed out after {timeout:g} s"
             raise ComponentError(self.id, message, {
-                "_created_time": created, "_ERROR": message,
+                "_created_time": created, **self.absent, "_ERROR": message,
                 "_elapsed_time": time.perf_counter() - created}) from e
         finally:
             calls.close_record(token)
@@ -241,6 +246,6 @@ async def drain_pending(producer: Node, pending: Mapping[str, Any], ctx, state, 
         if pending.get("default"):
             return str(pending["default"]), None
         message = str(e) or type(e).__name__
-        raise ComponentError(producer.id, message, {"_created_time": created, "_ERROR": message,
+        raise ComponentError(producer.id, message, {"_created_time": created, **producer.absent, "_ERROR": message,
                                                     "_elapsed_time": time.perf_counter() - created}) from e
     return sink.get("answer", answer.text), sink.get("reference")

@@ -44,6 +44,7 @@ def _sanitised(expr: str) -> str:
 
 @register("Message", MessageParams, outputs=lambda p: {"content", "downloads", "attachment"})
 class Message(Node):
+    param_outputs = ("content", "downloads")
     def prepare(self) -> None:
         self.templates: list[Template] = [self.text_template(c) for c in self.params.content]
 
