@@ -172,11 +172,24 @@ class Node:
 def stream_writer():
     """LangGraph's stream writer, or a no-op when a node runs outside a graph (in unit tests, say)."""
     # imported here, not at the top: `canvas2graph compile` loads every component without LangGraph
-    from langgraph.config import get_stream_writer
+    from langgraph.config import get_config, get_stream_writer
+
+    from runtime.event_order import TASK_KEY
     try:
-        return get_stream_writer()
+        write = get_stream_writer()
+        task = (get_config().get("metadata") or {}).get("langgraph_node")
     except RuntimeError:
         return lambda item: None
+    if not task:
+        return write
+
+    def tagged(item: Any) -> None:
+        # a message names the graph node that wrote it: the event adapter shows it at that node's place
+        # in RAGFlow's path order (runtime/event_order.py), not when LangGraph happens to run it
+        if isinstance(item, dict) and item.get("event") in ("message", "message_end"):
+            item = {**item, TASK_KEY: task}
+        write(item)
+    return tagged
 
 
 def template(text: Any, **kw) -> Template:

@@ -14,6 +14,11 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
 - the end of the turn (a result that closes the request: the finish node's, or that of the
   component that records it inline) becomes `workflow_finished`, sent by `end()` once the stream is
   over: the finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
+
+Inside a superstep, the events are put in RAGFlow's order (path order, not LangGraph's task order) by
+`runtime.event_order.BatchOrder` (issue 22): starts sorted, then each task's events once the tasks before
+it have finished. `feed` routes every part through it; `end`, `component_failed` and `drain` release what
+it still holds.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator, Iterable
 
+from runtime.event_order import TASK_KEY, BatchOrder, bursts
 from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
@@ -55,6 +61,8 @@ class EventAdapter:
         self.paused = False
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
+        plan = compiled.plan
+        self.order = BatchOrder(self._node, plan.successors, {cid: i for i, cid in enumerate(plan.nodes)})
 
     def envelope(self, event: str, data: dict) -> dict:
         return {"event": event, "message_id": self.message_id, "created_at": self.created_at,
@@ -64,14 +72,21 @@ class EventAdapter:
         return self.envelope("workflow_started", {"inputs": self.request_inputs})
 
     def feed(self, part: dict) -> Iterable[dict]:
+        """One part of the graph's stream -> the RAGFlow events due now (in path order, see BatchOrder)."""
         kind, data = part["type"], part["data"]
+        if kind == "tasks" and "input" in data:
+            yield from self.order.start(data["name"], self._task_start(data))
+            return
+        yield from self.order.close_starts()
         if kind == "custom":
-            yield from self._custom(data)
+            task = data.get(TASK_KEY) if isinstance(data, dict) else None
+            yield from self.order.emit(task, list(self._custom(data)))
         elif kind == "tasks":
-            if "input" in data:
-                yield from self._task_start(data)
-            else:
-                yield from self._task_result(data)
+            yield from self.order.emit(data["name"], list(self._task_result(data)), finished=True)
+
+    def drain(self) -> Iterable[dict]:
+        """What BatchOrder still holds: the stream is over (or stopped)."""
+        yield from self.order.drain()
 
     def _custom(self, data: Any) -> Iterable[dict]:
         if not isinstance(data, dict):
@@ -83,7 +98,7 @@ class EventAdapter:
             return
         event = data.get("event")
         if event in ("message", "message_end"):
-            yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
+            yield self.envelope(event, {k: v for k, v in data.items() if k not in ("event", TASK_KEY)})
 
     def _node(self, name: str):
         """The component behind a task: its own node, or the error handler LangGraph adds for it."""
@@ -150,6 +165,7 @@ class EventAdapter:
 
     def end(self) -> Iterable[dict]:
         """The events due when the graph's stream is over: `workflow_finished` if the turn finished."""
+        yield from self.drain()
         if self.finished:
             yield self.workflow_finished(self.answer)
 
@@ -167,6 +183,7 @@ class EventAdapter:
                 "elapsed_time": outputs.get("_elapsed_time", 0.0), "created_at": outputs.get("_created_time", 0.0)}
 
     def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str) -> Iterable[dict]:
+        yield from self.drain()
         node = next((n for n in self.nodes.values() if n.id == component_id), None)
         if node is None:
             return
@@ -301,10 +318,14 @@ class TurnEvents:
         config = {**self.config,
                   "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
-            async for part in self.graph.astream(self.input, config, context=self.context,
-                                                 stream_mode=STREAM_MODES, version="v2", **options):
+            stream = self.graph.astream(self.input, config, context=self.context,
+                                        stream_mode=STREAM_MODES, version="v2", **options)
+            async for part, idle in bursts(stream):
                 for event in adapter.feed(part):
                     yield event
+                if idle:            # every task of the step has been announced: their starts, in path order
+                    for event in adapter.order.close_starts():
+                        yield event
             for event in adapter.end():
                 yield event
         except ComponentError as e:
@@ -321,6 +342,8 @@ class TurnEvents:
             self.status, self.error = "stopped", message
             return
         except TurnCancelled:
+            for event in adapter.drain():
+                yield event
             yield adapter.cancelled()
             self.status = "cancelled"
             return

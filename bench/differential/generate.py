@@ -287,11 +287,15 @@ def _loop(b: _Builder, tails: list[str], budget: list[int]) -> str:
         items.append({"variable": f"{lp}@text", "operator": "overwrite", "parameter": f"{prev}@content"})
     b.add(assign, "VariableAssigner", {"variables": items}, [prev], parent=lp)
     if b.draw(st.integers(0, 2)) == 0:                     # leave early through a Switch and an ExitLoop
-        sw, ex = b.new_id("Switch"), b.new_id("ExitLoop")
+        sw, ex, go_on = b.new_id("Switch"), b.new_id("ExitLoop"), b.new_id("StringTransform")
+        # RAGFlow refuses a Switch without an ELSE destination: the pass goes on through a merge
         b.add(sw, "Switch", {"conditions": [{"logical_operator": "and", "to": [ex], "items": [
-            {"cpn_id": f"{lp}@count", "operator": "≥", "value": b.draw(st.integers(1, 2))}]}], "end_cpn_ids": []}, [assign], parent=lp)
+            {"cpn_id": f"{lp}@count", "operator": "≥", "value": b.draw(st.integers(1, 2))}]}], "end_cpn_ids": [go_on]},
+            [assign], parent=lp)
         b.add(ex, "ExitLoop", {}, [sw], parent=lp, wire=False)
-        budget[0] -= 2
+        b.add(go_on, "StringTransform", {"method": "merge", "script": "{sys.query}", "delimiters": [","]}, [sw],
+              parent=lp, wire=False)
+        budget[0] -= 3
     budget[0] -= 2
     return lp
 
