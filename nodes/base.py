@@ -77,6 +77,15 @@ class Node:
         self.absent = {**{k: None for k in self.param_outputs}, **{k: None for k in declared if isinstance(k, str)}}
         self.prepare()
 
+    def outputs_when_failed(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What a failed component lists beside `_ERROR`: every output it declares at its value so far this
+        turn: None until set, the previous pass's value in a later pass of an Iteration or Loop, where the
+        keys an earlier pass set are listed too (RAGFlow's outputs are its param's `outputs` dict, reset at
+        the start of a turn, not between passes)."""
+        now = outputs_of(state, self.id)
+        keys = [*self.absent, *(k for k in now if not k.startswith("_") and k not in self.absent)]
+        return {k: now.get(k) for k in keys}
+
     # --- compile time -------------------------------------------------------------------
     def prepare(self) -> None:
         """Parse templates and refs from params. Subclasses override."""
@@ -148,7 +157,7 @@ class Node:
             if deadline is not None and deadline.expired():
                 message = f"{self.id} timed out after {timeout:g} s"
             raise ComponentError(self.id, message, {
-                "_created_time": created, **self.absent, "_ERROR": message,
+                "_created_time": created, **self.outputs_when_failed(state), "_ERROR": message,
                 "_elapsed_time": time.perf_counter() - created}) from e
         finally:
             calls.close_record(token)
@@ -259,6 +268,6 @@ async def drain_pending(producer: Node, pending: Mapping[str, Any], ctx, state, 
         if pending.get("default"):
             return str(pending["default"]), None
         message = str(e) or type(e).__name__
-        raise ComponentError(producer.id, message, {"_created_time": created, **producer.absent, "_ERROR": message,
-                                                    "_elapsed_time": time.perf_counter() - created}) from e
+        raise ComponentError(producer.id, message, {"_created_time": created, **producer.outputs_when_failed(state),
+                                                    "_ERROR": message, "_elapsed_time": time.perf_counter() - created}) from e
     return sink.get("answer", answer.text), sink.get("reference")

@@ -167,7 +167,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         else:
             if default:
                 key = "content" if node.component_type in CONTENT_DEFAULT else "result"
-                outputs = {"_created_time": outputs.get("_created_time"), **node.absent, key: default,
+                outputs = {"_created_time": outputs.get("_created_time"), **node.outputs_when_failed(state), key: default,
                            "_elapsed_time": outputs.get("_elapsed_time")}
             target = normal
         update = {OUTPUTS: {node.id: outputs}, LAST: {"component_id": node.id, "inputs": {}}}
