@@ -80,7 +80,7 @@ KNOWN = [
     Known("a failure's _ERROR survives into the next turn", "keeps its `_ERROR` into the next turn", _error_sticks),
     Known("no join barrier in RAGFlow", "No join barrier", _join),
     Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
-    Known("an unconsumed LLM stream drops later node_finished events", "drops every later `node_finished` of the turn",
+    Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
 
