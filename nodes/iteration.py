@@ -91,7 +91,10 @@ class IterationItem(Node):
         container = self.parent_id or ""
         idx = int(progress(state, container).get("idx") or 0)
         items = resolve(state, self.items_ref) if self.items_ref else []
-        items = items if isinstance(items, list) else []
+        if not isinstance(items, list):
+            # the list changed in the body (a VariableAssigner overwrote it): RAGFlow's IterationItem reads it
+            # again on every pass and stops the turn, before collecting the pass that changed it
+            raise ValueError(f"{self.items_ref.expr} must be an array, but its type is {type(items)}")
         writes: dict[str, Any] = {}
         if idx > 0 and self.collect:
             current = outputs_of(state, container)

@@ -191,6 +191,10 @@ class EventAdapter:
         if component_id in self.starts:
             yield self.starts.pop(component_id)
         yield self.envelope("node_finished", self.node_finished(node, outputs, inputs, message))
+        if node.component_type == "IterationItem" and node.parent_id in self.held:
+            # RAGFlow ends an Iteration whose item failed (its pass counter is reset): its node_finished
+            # follows, with what it had collected before the failing pass
+            yield self.envelope("node_finished", self._release(node.parent_id))
 
     def cancelled(self) -> dict:
         """RAGFlow ends a cancelled run with a workflow_finished whose outputs is this text (SPEC 5.8)."""
