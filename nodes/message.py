@@ -45,6 +45,7 @@ def _sanitised(expr: str) -> str:
 @register("Message", MessageParams, outputs=lambda p: {"content", "downloads", "attachment"})
 class Message(Node):
     param_outputs = ("content", "downloads")
+
     def prepare(self) -> None:
         self.templates: list[Template] = [self.text_template(c) for c in self.params.content]
 
@@ -82,6 +83,12 @@ class Message(Node):
                 text = part
             else:
                 value = resolve(state, part)
+                if is_pending(value) and part.expr in inputs:
+                    # named again: the stream is consumed once; RAGFlow shows the finished text this time
+                    text = str((writes.get(channel(value["component_id"])) or {}).get("content", inputs[part.expr]))
+                    write({"event": "message", "content": text})
+                    parts.append(text)
+                    continue
                 if is_pending(value):          # relayed piece by piece as the model writes
                     parts.append(inputs.setdefault(part.expr, await self._relay(value, ctx, write, writes, state)))
                     continue
