@@ -61,6 +61,7 @@ class EventAdapter:
         self.paused = False
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
+        self.ran: set[str] = set()              # tasks of a resumed step that finished before it paused
         plan = compiled.plan
         self.order = BatchOrder(self._node, plan.successors, {cid: i for i, cid in enumerate(plan.nodes)})
 
@@ -75,6 +76,9 @@ class EventAdapter:
         """One part of the graph's stream -> the RAGFlow events due now (in path order, see BatchOrder)."""
         kind, data = part["type"], part["data"]
         if kind == "tasks" and "input" in data:
+            if data["name"] in self.ran:       # finished before the pause: LangGraph announces it again, it does not run
+                self.ran.discard(data["name"])
+                return
             yield from self.order.start(data["name"], self._task_start(data))
             return
         yield from self.order.close_starts()
@@ -300,6 +304,9 @@ class TurnEvents:
         containers = {cid for cid, node in self.canvas.plan.nodes.items() if node.role == "container"}
         held = unsettled(snapshot, containers)
         adapter = self.adapter
+        # a step that paused on a form may have had other tasks that finished (a sink Message beside the
+        # form): LangGraph announces them again on resume but keeps their writes; they get no second start
+        adapter.ran = {task.name for task in snapshot.tasks if task.result is not None and not task.interrupts}
         for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
             if node.id in held:
                 outputs, inputs, container = held[node.id]

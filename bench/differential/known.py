@@ -68,6 +68,13 @@ def _unconsumed_stream(d: Difference, case: Case, oracle: list) -> bool:
     return bool(llms & (started - finished))
 
 
+def _form_in_a_batch(d: Difference, case: Case, oracle: list) -> bool:
+    """A UserFillUp that has a sibling (another downstream of one of its upstream components)."""
+    comps = case.dsl["components"]
+    forms = {cid for cid, e in comps.items() if e["obj"]["component_name"] == "UserFillUp"}
+    return any(len(e.get("downstream") or []) > 1 and forms & set(e["downstream"]) for e in comps.values())
+
+
 @dataclass
 class Known:
     name: str
@@ -80,6 +87,8 @@ KNOWN = [
     Known("a failure's _ERROR survives into the next turn", "keeps its `_ERROR` into the next turn", _error_sticks),
     Known("no join barrier in RAGFlow", "No join barrier", _join),
     Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
+    Known("a form beside other components pauses before they run in RAGFlow",
+          "pauses before that batch runs", _form_in_a_batch),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
