@@ -248,7 +248,14 @@ async def settle_pending(node: Node, refs, state, ctx):
                 writes[REFERENCE] = merge_reference(writes.get(REFERENCE), reference)
         else:
             from nodes.llm import complete
-            text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
+            try:
+                text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
+            except Exception:
+                if not value.get("default"):
+                    raise
+                # exception_method "comment": the producer's default is its content, for every reader (RAGFlow's
+                # LLM yields it in place of the stream)
+                text = str(value["default"])
         view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
         writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes
