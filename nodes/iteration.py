@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from compiler.refs import Ref, parse_ref
-from nodes.base import Node, Params, Result, require_ref
+from nodes.base import Node, Params, Result, require_ref, settle_pending
 from nodes.registry import register
 from runtime.state import LOOPS, channel, outputs_of
 from runtime.values import resolve
@@ -97,6 +97,9 @@ class IterationItem(Node):
             raise ValueError(f"{self.items_ref.expr} must be an array, but its type is {type(items)}")
         writes: dict[str, Any] = {}
         if idx > 0 and self.collect:
+            # a collected LLM content that no Message streamed is still a pending generation: run it here,
+            # unseen, and collect its text (RAGFlow collects the unrun generator itself: docs/compatibility.md)
+            state, writes = await settle_pending(self, [ref for _, ref in self.collect], state, ctx)
             current = outputs_of(state, container)
             writes[channel(container)] = {key: list(current.get(key) or []) + [resolve(state, ref)]
                                           for key, ref in self.collect}
