@@ -13,6 +13,7 @@ from typing import Any
 
 from canvas2graph.text import REPLACEMENT, SURROGATE
 from compiler.diagnostics import Collector, CompileError
+from compiler.legacy import is_legacy, migrate_legacy
 from compiler.model import CanvasDSL, ComponentEntry, global_problem
 
 # RAGFlow's agent/dsl_migration.py renames these on every load.
@@ -113,7 +114,13 @@ def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None,
     dsl = unwrap(doc)
     if dsl is not doc and not _check_depth(dsl):     # a 'dsl' stored as a JSON string
         raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
-    dsl = check_values(dsl, warnings if warnings is not None else [])
+    notes = warnings if warnings is not None else []
+    dsl = check_values(dsl, notes)
+    if is_legacy(dsl):                  # a canvas from RAGFlow v0.19 or before (compiler/legacy.py)
+        dsl, said = migrate_legacy(dsl)
+        if any(d.severity == "error" for d in said):
+            raise CompileError(said)
+        notes.extend(said)
     if default_llm:
         dsl = fill_default_llm(dsl, default_llm)
     model = build_model(migrate(dsl))

@@ -133,7 +133,8 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
             node = spec.node(entry, params, info)
             routes = _routes_of(node) if spec.routes else []
         except NodeConfigError as e:
-            out.error(e.code, e.message, cid, e.field)
+            if not any(d.component_id == cid and d.field == e.field for d in out.items):   # said once per field
+                out.error(e.code, e.message, cid, e.field)
             continue
         except Exception as e:     # a params shape the node's checks did not foresee
             out.error("invalid-param", f"the params cannot be used: {_reason(e)}", cid, "params")
@@ -215,6 +216,13 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
+# Tools that RAGFlow's v0.20 rewrite removed but some of its shipped templates still name.
+REMOVED_TOOLS = {
+    "Bing": "tool 'Bing' was removed in RAGFlow 0.20 (its engine has no Bing class, so this template fails "
+            "there too); replace it with DuckDuckGo (no key), TavilySearch or Google (docs/compatibility.md)",
+}
+
+
 def _check_tools(entry: ComponentEntry, out: Collector, tools=None, where: str = "params.tools") -> None:
     """Agent tools (and sub-agents' tools) are components too: RAGFlow imports each by name."""
     tools = entry.params.get("tools") if tools is None else tools
@@ -224,7 +232,9 @@ def _check_tools(entry: ComponentEntry, out: Collector, tools=None, where: str =
         if not isinstance(tool, dict) or not isinstance(tool.get("component_name"), str):
             continue
         name, field_ = tool["component_name"], f"{where}.{i}.component_name"
-        if name in NO_ENGINE_CLASS:
+        if name in REMOVED_TOOLS:
+            out.error("removed-tool", REMOVED_TOOLS[name], entry.id, field_)
+        elif name in NO_ENGINE_CLASS:
             out.error("no-engine-class", f"tool '{name}' is a canvas operator that RAGFlow's engine cannot run "
                       "either; remove it or replace it with a supported tool", entry.id, field_)
         elif lookup(name) is None and name not in KNOWN_ELSEWHERE:

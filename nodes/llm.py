@@ -213,6 +213,16 @@ def report_usage(message: Any, component_id: str | None = None) -> None:
         stream_writer()({"usage": counts})
         if component_id:
             calls.usage(component_id, counts)
+    if component_id:        # the trace keeps the reply's reasoning: `canvas2graph record` scripts it again
+        reasoning = (getattr(message, "additional_kwargs", None) or {}).get("reasoning_content")
+        if not reasoning:
+            found = _LEADING_THINK.match(text_of(getattr(message, "content", "")))
+            reasoning = found.group(1) if found else None
+        if reasoning:
+            calls.reasoning(component_id, reasoning)
+
+
+_LEADING_THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
 
 
 async def stream_generation(pending: Mapping[str, Any], ctx, *, retries: int = 0,

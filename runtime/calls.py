@@ -9,14 +9,16 @@ context-variable set and reset; recorded values are references to what the call 
 list it sent), not copies, so a step stores its prompt once, as the checkpoint's writes.
 
     {component_id: {"messages": [{role, content}], "usage": {prompt_tokens, completion_tokens,
-                     total_tokens, calls}, "tool_calls": [{id, name, arguments, result, elapsed}]}}
+                     total_tokens, calls}, "reasoning": text,
+                     "tool_calls": [{id, name, arguments, result, elapsed}]}}
 """
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
 from typing import Any
 
-__all__ = ["open_record", "close_record", "prompt", "usage", "tool_call", "image_summaries", "RESULT_CHARS"]
+__all__ = ["open_record", "close_record", "prompt", "usage", "reasoning", "tool_call", "image_summaries",
+           "RESULT_CHARS"]
 
 RESULT_CHARS = 2000         # a tool result is kept up to this many characters (the model saw all of it)
 
@@ -66,6 +68,13 @@ def usage(component_id: str, counts: dict) -> None:
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         total[key] += counts.get(key) or 0
     total["calls"] += 1
+
+
+def reasoning(component_id: str, text: str) -> None:
+    """The model's reasoning (the replies' reasoning, joined when a step called its model more than once)."""
+    entry = _entry(component_id)
+    if entry is not None:
+        entry["reasoning"] = entry.get("reasoning", "") + text
 
 
 def tool_call(component_id: str, call: dict, result: Any, elapsed: float) -> None:

@@ -330,6 +330,46 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
                         "files and reach your network; only for canvases you trust, where bubblewrap is unavailable")
 
 
+def add_agent_test_commands(sub) -> None:
+    """`test`, `record` and `eval`: regression cases and datasets (runtime/agent_tests, docs/testing.md)."""
+    te = sub.add_parser("test", help="run regression case folders and say what differs (docs/testing.md)")
+    te.add_argument("paths", nargs="+", metavar="PATH", help="case folders, or folders holding them")
+    te.add_argument("--dsl", help="run the cases against this DSL (the changed agent) instead of their own")
+    te.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    te.add_argument("--update", action="store_true", help="rewrite the expectations from what the agent does now")
+    add_db(te, "the database of the stored agents cases name with `agent`")
+    te.set_defaults(func="runtime.agent_tests.commands:cmd_test")
+
+    rc = sub.add_parser("record", help="turn a session that ran into a regression case folder")
+    rc.add_argument("--session", required=True, help="the session id (a run's --session, or a server session)")
+    add_db(rc, "sessions database: a SQLite file or a postgresql:// URL")
+    rc.add_argument("--dsl", help="the session's DSL file (default: the DSL a server stored with the session)")
+    rc.add_argument("--out", required=True, metavar="DIR", help="the case folder to write")
+    rc.add_argument("--name", help="the case's name (default: after the session)")
+    rc.set_defaults(func="runtime.agent_tests.commands:cmd_record")
+
+    ev = sub.add_parser("eval", help="run a DSL over a dataset (CSV or JSONL), score every row and report")
+    ev.add_argument("file", metavar="DSL", help="the DSL: a JSON file, or agent:ID[@VERSION], a stored agent "
+                                                "(its current DSL, or a saved version) read from --db")
+    ev.add_argument("--dataset", required=True, help="the rows: a .csv file or a .jsonl file")
+    ev.add_argument("--metric", choices=["exact", "contains", "regex", "json", "judge"], default="contains",
+                    help="how an answer is scored against the row's expected one (default %(default)s)")
+    ev.add_argument("--judge", metavar="MODEL@FACTORY", help="the model the judge metric asks (docs/testing.md)")
+    ev.add_argument("--concurrency", type=int, default=1, help="rows run side by side (default %(default)s)")
+    ev.add_argument("--out", metavar="FILE", help="write the report: report.json, or report.html")
+    ev.add_argument("--compare", metavar="DSL2", help="run this DSL (a file or agent:ID[@VERSION]) on the same rows "
+                                                      "too and show the rows that differ")
+    add_db(ev, "the database of the stored agents DSL and DSL2 may name")
+    ev.add_argument("--query-column", default="query", help="the column holding the message (default %(default)s)")
+    ev.add_argument("--expected-column", default="expected", help="the column holding the expected answer "
+                                                                  "(default %(default)s)")
+    ev.add_argument("--llm-script", help="JSON script of model replies; replaces every model, the judge's too")
+    ev.add_argument("--models", help="models config file (TOML, with [prices]); default $CANVAS2GRAPH_MODELS")
+    add_default_llm(ev)
+    ev.add_argument("--quiet", action="store_true", help="no progress line")
+    ev.set_defaults(func="runtime.agent_tests.evaluate_cli:cmd_eval")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -429,6 +469,8 @@ def parser() -> argparse.ArgumentParser:
     for command in (tc, tl, tr):
         add_db(command, "the server's database")
     t.set_defaults(func="server.cli:cmd_tokens")
+
+    add_agent_test_commands(sub)
 
     tp = sub.add_parser("templates", help="the agent templates canvas2graph ships: list, export, or create an agent")
     tpsub = tp.add_subparsers(dest="templates_command", required=True)

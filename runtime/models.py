@@ -120,7 +120,7 @@ def load_providers(config_path: str | os.PathLike[str] | None) -> dict[str, Prov
     except tomllib.TOMLDecodeError as exc:
         raise _config_error(path, f"is not valid TOML ({exc})") from exc
 
-    unknown_top = set(data) - {"providers"}
+    unknown_top = set(data) - {"providers", "prices"}     # prices: read by evaluations (runtime/agent_tests)
     if unknown_top:
         raise _config_error(path, f"unknown top-level key(s) {sorted(unknown_top)}; expected [providers.<Factory>]")
     tables = data.get("providers", {})

@@ -16,8 +16,8 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, files, graphs, templates, traces, versions,
-                           webhooks)
+from server.routes import (agents, artifacts, builder, completions, evaluations, files, graphs, recordings, templates,
+                           traces, versions, webhooks)
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -80,6 +80,8 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(versions.router)
     app.include_router(webhooks.router)
     app.include_router(traces.router)          # before agents: /agents/rerun is no agent id
+    app.include_router(recordings.router)
+    app.include_router(evaluations.router)
     app.include_router(agents.router)
     app.include_router(completions.router)
     app.include_router(graphs.router)

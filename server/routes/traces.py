@@ -55,6 +55,7 @@ class Step(BaseModel):
                                                           "only for components that called one")
     usage: dict | None = Field(None, description="token usage of the component's model calls "
                                                  "(prompt_tokens, completion_tokens, total_tokens, calls)")
+    reasoning: str | None = Field(None, description="the model's reasoning, when it gave any")
     tool_calls: list[ToolCall] | None = Field(None, description="the tool calls an Agent made, in order")
     form: dict | None = Field(None, description="for a step that paused: the form it waits for")
 

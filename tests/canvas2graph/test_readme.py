@@ -41,3 +41,25 @@ def test_the_eject_example_runs_as_written(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "support_desk.py").read_text(encoding="utf-8").startswith('"""A RAGFlow agent canvas ejected')
     assert "You were charged twice" in done.stdout
+
+
+def test_the_testing_example_records_tests_and_evaluates_as_written(tmp_path):
+    """The README's record, test and eval lines, run by the shell in a folder laid out like a fresh clone."""
+    import json
+    import xml.etree.ElementTree as ET
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Testing and evaluating agents"):]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "fixtures").symlink_to(REPO / "fixtures")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    case = json.loads((tmp_path / "cases" / "billing" / "case.json").read_text(encoding="utf-8"))
+    assert case["turns"][0]["expect"]["path"] == ["begin", "Categorize:Desk", "LLM:Billing", "Message:Answer"]
+    assert "PASS session billing-1 (cases/billing)" in done.stdout and "1 case(s): 1 passed, 0 failed" in done.stdout
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [row["score"] for row in report["rows"]] == [1.0, 1.0, 1.0, 1.0, 0.5, 0.0]
+    assert report["summary"]["score"] == 0.75 and report["summary"]["cost"] > 0
+    assert "fixtures/demo/support_desk.json: score 0.75 over 6 scored row(s) of 6 (4 passed)" in done.stdout

@@ -217,15 +217,22 @@ def test_every_ragflow_agent_component_is_supported():
 
 def test_an_agent_tool_without_an_engine_class_is_reported_on_its_tool_entry():
     tools = [{"component_name": "TavilySearch", "name": "TavilySearch", "params": {}},
-             {"component_name": "Bing", "name": "Bing", "params": {}}]
+             {"component_name": "WaitingDialogue", "name": "Wait", "params": {}}]
     d = only(dsl(**{"Agent:A": cpn("Agent", {"llm_id": "m", "tools": tools})}), "no-engine-class")
     assert (d.component_id, d.field) == ("Agent:A", "params.tools.1.component_name")
-    assert "'Bing'" in d.message
+    assert "'WaitingDialogue'" in d.message
+
+
+def test_a_bing_tool_which_ragflow_removed_names_the_substitutes_once():
+    tools = [{"component_name": "Bing", "name": "Bing", "params": {}}]
+    d = only(dsl(**{"Agent:A": cpn("Agent", {"llm_id": "m", "tools": tools})}), "removed-tool")
+    assert (d.component_id, d.field) == ("Agent:A", "params.tools.0.component_name")
+    assert "removed in RAGFlow 0.20" in d.message and "DuckDuckGo" in d.message
 
 
 def test_a_sub_agent_tool_is_checked_too():
     sub = {"component_name": "Agent", "name": "Helper", "params": {"tools": [{"component_name": "Bing"}]}}
-    d = only(dsl(**{"Agent:A": cpn("Agent", {"llm_id": "m", "tools": [sub]})}), "no-engine-class")
+    d = only(dsl(**{"Agent:A": cpn("Agent", {"llm_id": "m", "tools": [sub]})}), "removed-tool")
     assert d.field == "params.tools.0.params.tools.0.component_name"
 
 

@@ -15,8 +15,8 @@ from tests.conftest import require_shared_file, shared_dir, shared_json_params
 # The real defects, per file (SPEC 9, 9.1, 10.16): (code, component_id, field).
 EMPTY_LLM_ID = "params.llm_id"      # templates ship Agents whose model the user must still choose (SPEC 10.16)
 REAL_DEFECTS = {
-    # the Agent's tools include Bing, a frontend operator with no engine class; three Agents have no model
-    "web_search_assistant.json": {("no-engine-class", "Agent:WildGoatsRule", "params.tools.3.component_name"),
+    # the Agent's tools include Bing, which RAGFlow 0.20 removed (no engine class); three Agents have no model
+    "web_search_assistant.json": {("removed-tool", "Agent:WildGoatsRule", "params.tools.3.component_name"),
                                   ("invalid-param", "Agent:WildGoatsRule", EMPTY_LLM_ID),
                                   ("invalid-param", "Agent:SmartSchoolsCross", EMPTY_LLM_ID),
                                   ("invalid-param", "Agent:ThreePathsDecide", EMPTY_LLM_ID)},
@@ -75,10 +75,10 @@ def test_shipped_files_get_no_spurious_warnings(path):
 def test_web_search_assistant_reports_bing_on_the_agent_that_lists_it():
     path = shared_dir() / "ragflow" / "templates" / "web_search_assistant.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
-    [d] = [d for d in diagnose(doc)[1] if d.code == "no-engine-class"]
+    [d] = [d for d in diagnose(doc)[1] if d.code == "removed-tool"]
     assert d.component_id == "Agent:WildGoatsRule" and d.field == "params.tools.3.component_name"
     tool = doc["dsl"]["components"][d.component_id]["obj"]["params"]["tools"][3]
-    assert tool["component_name"] == "Bing" and "'Bing'" in d.message
+    assert tool["component_name"] == "Bing" and "'Bing'" in d.message and "DuckDuckGo" in d.message
 
 
 def test_web_search_assistant_saved_session_state_does_not_matter():
@@ -86,7 +86,7 @@ def test_web_search_assistant_saved_session_state_does_not_matter():
     doc = json.loads((shared_dir() / "ragflow" / "templates" / "web_search_assistant.json").read_text(encoding="utf-8"))
     assert doc["dsl"]["path"] and doc["dsl"]["history"]
     codes = {d.code for d in diagnose(doc)[1]}
-    assert codes == {"invalid-param", "no-engine-class"}
+    assert codes == {"invalid-param", "removed-tool"}
 
 
 def test_customer_feedback_dispatcher_compiles_with_both_categorize_routes():

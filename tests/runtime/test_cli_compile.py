@@ -163,12 +163,12 @@ def test_every_shared_file_compiles_or_prints_real_defects(path):
     assert text.stdout.count("\n") == len(out["diagnostics"]) + 1      # one line each, plus the summary
 
 
-def test_web_search_assistant_prints_bing_as_no_engine_class():
+def test_web_search_assistant_prints_bing_as_removed_with_its_substitutes():
     result = compile_cli(shared_dir() / "ragflow" / "templates" / "web_search_assistant.json")
     assert result.returncode == 1
-    assert ("error: Agent:WildGoatsRule / params.tools.3.component_name: tool 'Bing' is a canvas operator"
+    assert ("error: Agent:WildGoatsRule / params.tools.3.component_name: tool 'Bing' was removed in RAGFlow 0.20"
             in result.stdout)
-    assert "[no-engine-class]" in result.stdout
+    assert "[removed-tool]" in result.stdout
 
 
 def test_a_default_model_fills_empty_llm_ids_from_the_option_or_the_environment(tmp_path, monkeypatch):

@@ -3,11 +3,13 @@
 //   #/agents/<id>                             run the agent: its graph, a new chat, its sessions
 //   #/agents/<id>/sessions/<sid>              the same with a session reopened
 //   #/agents/<id>/sessions/<sid>/trace        every step of every turn, and forks
+//   #/agents/<id>/evaluations                 the agent's evaluations over datasets (testing.js)
 import { api, token, ApiError } from './api.js';
 import { h, clear, notify } from './dom.js';
 import { agentsPage } from './agents.js';
 import { runPage } from './run.js';
 import { tracePage } from './trace.js';
+import { evaluationsPage } from './testing.js';
 
 const main = document.getElementById('main');
 const signOut = document.getElementById('sign-out');
@@ -58,6 +60,7 @@ async function render() {
   try {
     if (parts[0] === 'agents' && parts[1]) {
       if (parts[2] === 'sessions' && parts[3] && parts[4] === 'trace') current = await tracePage(main, parts[1], parts[3]);
+      else if (parts[2] === 'evaluations') current = await evaluationsPage(main, parts[1]);
       else current = await runPage(main, parts[1], parts[2] === 'sessions' ? parts[3] : null);
     } else {
       current = await agentsPage(main);

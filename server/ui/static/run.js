@@ -171,6 +171,7 @@ export async function runPage(main, agentId, sessionId) {
 
   add(main,
     h('div', { class: 'page-title' }, h('h1', {}, agent.title), traceLink,
+      h('a', { href: route('agents', agentId, 'evaluations'), class: 'button' }, 'Evaluations'),
       h('a', { href: '#/agents', class: 'button' }, 'All agents')),
     agent.compiles === false && !session
       ? h('section', { class: 'card', 'aria-labelledby': 'problems-title' },

@@ -7,6 +7,7 @@ import { h, clear, pretty, seconds, route } from './dom.js';
 import { GraphView } from './graph.js';
 import { ChatView } from './chat.js';
 import { streamTurn } from './run.js';
+import { saveAsTestButton } from './testing.js';
 
 function block(title, value) {
   if (value === undefined || value === null || (typeof value === 'object' && !Object.keys(value).length)) return null;
@@ -127,7 +128,7 @@ export async function tracePage(main, agentId, sessionId) {
   main.append(
     h('div', { class: 'page-title' }, h('h1', {}, `Trace · ${agent.title}`),
       h('a', { class: 'button', href: route('agents', agentId, 'sessions', sessionId) }, 'Back to the chat'),
-      h('button', { type: 'button', onclick: () => loadTrace() }, 'Reload')),
+      h('button', { type: 'button', onclick: () => loadTrace() }, 'Reload'), saveAsTestButton(agentId, sessionId)),
     h('div', { class: 'trace-layout' }, h('div', { class: 'trace-main' }, forkBox, turnsBox), graph.element));
   document.title = `Trace · ${agent.title} · canvas2graph`;
   await Promise.all([graph.load(session.dsl || agent.dsl), loadTrace().catch(e => {
