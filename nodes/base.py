@@ -225,6 +225,23 @@ __all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_br
            "PENDING", "is_pending"]
 
 
+def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
+    """(the future of a pending generation's final text, whether the caller is the one to run it).
+
+    A Message streaming an LLM and a component reading its content in the same step would otherwise each
+    call the model; RAGFlow makes one call. The first reader runs the generation and settles the future;
+    the others await its text. Without a run context to share (a node run alone), everyone runs it."""
+    registry = getattr(ctx, "generations", None)
+    if registry is None:
+        return asyncio.get_running_loop().create_future(), True
+    key = (producer, created)
+    if key in registry:
+        return registry[key], False
+    future = registry[key] = asyncio.get_running_loop().create_future()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())     # a failure is reported by its runner
+    return future, True
+
+
 async def settle_pending(node: Node, refs, state, ctx):
     """Run, without streaming, any pending generation among `refs` (a non-Message consumer).
 
@@ -247,15 +264,22 @@ async def settle_pending(node: Node, refs, state, ctx):
             if reference:
                 writes[REFERENCE] = merge_reference(writes.get(REFERENCE), reference)
         else:
-            from nodes.llm import complete
-            try:
-                text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
-            except Exception:
-                if not value.get("default"):
-                    raise
-                # exception_method "comment": the producer's default is its content, for every reader (RAGFlow's
-                # LLM yields it in place of the stream)
-                text = str(value["default"])
+            future, mine = shared_generation(ctx, ref.name, created)
+            if not mine:
+                text = await asyncio.shield(future)
+            else:
+                from nodes.llm import complete
+                try:
+                    text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx,
+                                          value.get("gen_conf"))
+                except Exception as e:
+                    if not value.get("default"):
+                        future.set_exception(e)
+                        raise
+                    # exception_method "comment": the producer's default is its content, for every reader
+                    # (RAGFlow's LLM yields it in place of the stream)
+                    text = str(value["default"])
+                future.set_result(text)
         view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
         writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes
