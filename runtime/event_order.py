@@ -132,7 +132,8 @@ async def bursts(stream: AsyncIterator[Any]) -> AsyncIterator[tuple[Any, bool]]:
         try:
             async for part in stream:
                 queue.put_nowait((part, None))
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as e:     # never leave the reader waiting on an empty queue
+            queue.put_nowait((end, e))
             raise
         except BaseException as e:      # noqa: BLE001 - handed to the reader, which raises it
             queue.put_nowait((end, e))

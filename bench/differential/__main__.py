@@ -10,7 +10,8 @@ agree at each level and lists each kind of difference (its level, what differs, 
 how many cases show it and the smallest DSL found that still shows it. Differences that a row of
 docs/compatibility.md explains (`known.py`) are counted apart and not shrunk. With `--out`, each kind's shrunk
 case is written as a parity case folder (`dsl.json`, `case.json` with the turns) ready for
-`make_case.py --rerecord`. Exit status 0 when nothing differs that the document does not list, 1 otherwise, 2 when the oracle is missing.
+`make_case.py --rerecord`. Exit status 0 when nothing differs that the document does not list, 1 otherwise,
+2 when the oracle is missing.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from bench.differential.engines import EngineTimeout, Oracle, missing, run_canvas2graph
+from bench.differential.engines import Oracle, missing, run_canvas2graph
 from bench.differential.generate import Case, cases
 from bench.differential.known import explain
 from bench.differential.shrink import Difference, difference, shrink

@@ -94,7 +94,8 @@ class _Builder:
     def exception(self, params: dict, cid: str, later: list[str]) -> dict:
         how = self.draw(st.sampled_from(["", "", "comment", "goto"] if later else ["", "", "comment"]))
         if how == "comment":
-            params.update(exception_method="comment", exception_default_value=self.draw(st.sampled_from(["(default)", "fallback text"])))
+            default = self.draw(st.sampled_from(["(default)", "fallback text"]))
+            params.update(exception_method="comment", exception_default_value=default)
         elif how == "goto":
             params.update(exception_method="goto", exception_goto=[self.draw(st.sampled_from(later))])
         return params
@@ -141,7 +142,8 @@ class _Builder:
     def list_operations(self, preds: list[str]) -> str:
         cid = self.new_id("ListOperations")
         lists = self.refs(preds, "list")
-        query = self.draw(st.sampled_from(lists)) if lists and self.draw(st.integers(0, 4)) else self.draw(st.sampled_from(self.refs(preds)))
+        use_list = lists and self.draw(st.integers(0, 4))
+        query = self.draw(st.sampled_from(lists)) if use_list else self.draw(st.sampled_from(self.refs(preds)))
         params = {"query": query, "operations": self.draw(st.sampled_from(["nth", "head", "tail", "sort", "drop_duplicates"])),
                   "n": self.draw(st.integers(-2, 3)), "sort_method": self.draw(st.sampled_from(["asc", "desc"])),
                   "outputs": {"result": {"type": "Array<?>"}, "first": {"type": "?"}, "last": {"type": "?"}}}
@@ -154,7 +156,8 @@ class _Builder:
     def data_operations(self, preds: list[str]) -> str:
         cid = self.new_id("DataOperations")
         query = [self.draw(st.sampled_from(self.refs(preds, "list") + self.refs(preds, "obj") + ["sys.query"]))]
-        params = {"query": query, "operations": self.draw(st.sampled_from(["literal_eval", "select_keys", "combine", "remove_keys"])),
+        operation = self.draw(st.sampled_from(["literal_eval", "select_keys", "combine", "remove_keys"]))
+        params = {"query": query, "operations": operation,
                   "select_keys": ["a"], "remove_keys": ["b"], "outputs": {"result": {"type": "Array<Object>", "value": []}}}
         self.add(cid, "DataOperations", params, preds)
         self.outputs[cid] = [("result", "obj")]
@@ -222,7 +225,8 @@ def _router(b: _Builder, tails: list[str], kind: str, budget: list[int]) -> list
             ref = b.draw(st.sampled_from(b.refs(tails)))
             op = b.draw(st.sampled_from(["contains", "=", "≠", "start with", "empty", "not empty", "≥", "<"]))
             params["conditions"].append({"logical_operator": b.draw(st.sampled_from(["and", "or"])), "to": [target],
-                                         "items": [{"cpn_id": ref, "operator": op, "value": b.draw(st.sampled_from(WORDS + ["", "2"]))}]})
+                                         "items": [{"cpn_id": ref, "operator": op,
+                                                    "value": b.draw(st.sampled_from(WORDS + ["", "2"]))}]})
     if kind == "categorize":
         b.by_component[cid] = [b.draw(st.sampled_from(names + ["none of them"]))]
         b.outputs[cid] = [("category_name", "text")]
@@ -317,7 +321,8 @@ def cases(draw, max_steps: int = 8) -> Case:
     begin_inputs = {}
     if draw(st.integers(0, 3)) == 0:
         begin_inputs = {"topic": {"type": "line", "name": "Topic", "optional": False}}
-    b.add("begin", "Begin", {"mode": "conversational", "prologue": "Hi!", **({"inputs": begin_inputs} if begin_inputs else {})}, [])
+    begin = {"mode": "conversational", "prologue": "Hi!", **({"inputs": begin_inputs} if begin_inputs else {})}
+    b.add("begin", "Begin", begin, [])
     b.outputs["begin"] = [(k, "text") for k in begin_inputs]
     tails, budget = ["begin"], [draw(st.integers(2, max_steps))]
     while budget[0] > 0:
