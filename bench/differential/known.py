@@ -75,6 +75,10 @@ def _form_in_a_batch(d: Difference, case: Case, oracle: list) -> bool:
     return any(len(e.get("downstream") or []) > 1 and forms & set(e["downstream"]) for e in comps.values())
 
 
+def _failed_container_unreported(d: Difference, case: Case, oracle: list) -> bool:
+    return re.search(r"(Iteration|Loop):\w+: expected null got \[\{.*\"_ERROR\": true", d.reason) is not None
+
+
 @dataclass
 class Known:
     name: str
@@ -87,6 +91,8 @@ KNOWN = [
     Known("a failure's _ERROR survives into the next turn", "keeps its `_ERROR` into the next turn", _error_sticks),
     Known("no join barrier in RAGFlow", "No join barrier", _join),
     Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
+    Known("a failed container sends no node_finished in RAGFlow", "stops the turn with no `node_finished` for it",
+          _failed_container_unreported),
     Known("a form beside other components pauses before they run in RAGFlow",
           "pauses before that batch runs", _form_in_a_batch),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
