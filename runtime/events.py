@@ -62,6 +62,7 @@ class EventAdapter:
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
         self.ran: set[str] = set()              # tasks of a resumed step that finished before it paused
+        self.failed: set[str] = set()           # components whose failure node_finished was sent
         plan = compiled.plan
         self.order = BatchOrder(self._node, plan.successors, {cid: i for i, cid in enumerate(plan.nodes)})
 
@@ -135,7 +136,11 @@ class EventAdapter:
             yield self.envelope("user_inputs", {"inputs": value.get("inputs") or {}, "tips": value.get("tips") or ""})
             return
         if data.get("error"):
-            return                  # failures arrive through an error handler or as the exception that ends the stream
+            # failures arrive through an error handler or as the exception that ends the stream; but several
+            # components of one step may fail, and RAGFlow finishes each of them (in path order) before it
+            # stops: a failure without a handler is reported here, at its place, and only once
+            yield from self._failed_in_step(node, data["error"])
+            return
         result = data.get("result") or {}
         if isinstance(result, list):      # some versions report writes as (channel, value) pairs
             result = dict(result)
@@ -186,8 +191,20 @@ class EventAdapter:
                 "error": error or outputs.get("_ERROR") or None,
                 "elapsed_time": outputs.get("_elapsed_time", 0.0), "created_at": outputs.get("_created_time", 0.0)}
 
-    def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str) -> Iterable[dict]:
-        yield from self.drain()
+    def _failed_in_step(self, node, error: Any) -> Iterable[dict]:
+        from canvas2graph.types import ComponentError
+        if node is None or not isinstance(error, ComponentError) or error.component_id != node.id \
+                or node.params.exception_method or node.id in self.failed:
+            return
+        self.failed.add(node.id)
+        yield from self.component_failed(node.id, error.outputs, error.inputs, error.message, drain=False)
+
+    def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str,
+                         drain: bool = True) -> Iterable[dict]:
+        if drain:
+            yield from self.drain()
+            if component_id in self.failed:         # reported at its place in the step already
+                return
         node = next((n for n in self.nodes.values() if n.id == component_id), None)
         if node is None:
             return
