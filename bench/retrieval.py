@@ -1,11 +1,12 @@
 """Retrieval throughput and latency on a generated 10,000-chunk corpus, embedded store and Elasticsearch API.
 
-    python -m bench.retrieval [--chunks 10000] [--queries 50] [--dims 512] [--es URL] [--timeout 300]
+    python -m bench.retrieval [--chunks 10000] [--queries 50] [--dims 512] [--es URL] [--timeout 300] [--docs 60]
 
 Chunks are tokenized with RAGFlow's tokenizer (part of what indexing costs) and carry random vectors.
 Without --es, a noida-db Elasticsearch 8 API is started on a free 127.0.0.1 port when installed.
 Queries go through the full flow (question building, search, window kNN, re-scoring) with a local
 embedding endpoint that answers instantly, so the figures are the backends' and the re-scoring's.
+Ingestion throughput (`ingest` beside `index`, pages and chunks per second) comes first: bench/ingest.py.
 """
 from __future__ import annotations
 
@@ -62,9 +63,13 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--dims", type=int, default=512)
     ap.add_argument("--es", help="an Elasticsearch 8 API URL (default: start noida-db)")
+    ap.add_argument("--docs", type=int, default=60, help="documents for the ingestion figures (0: skip them)")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds one search may take (noida-db needs tens of seconds at 10,000 chunks)")
     args = ap.parse_args()
+    if args.docs:
+        from bench.ingest import report
+        report(args.docs)
 
     from runtime.retrieval import RetrievalConfig, open_backend
     from runtime.retrieval.config import Endpoint

@@ -3,7 +3,7 @@
     python -m bench.targets                  # the full run, about 12 min on 2 cores: run it alone on the machine
     python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 3 min)
     python -m bench.targets --json out.json  # also write every figure
-    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server
+    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, storage
 
 The parts, each a benchmark of its own that this command runs and reads:
 - `ragflow`: `python -m bench.ragflow`, RAGFlow's own engine side by side (needs `../shared/oracle` set up),
@@ -11,7 +11,10 @@ The parts, each a benchmark of its own that this command runs and reads:
 - `handwritten`: `python -m bench.run`, the same graphs written by hand in plain LangGraph;
 - `cli`: whole processes: `--help`, `compile` of a shipped template, and one `run` turn of the 10-LLM chain
   against RAGFlow's engine run the same way (`../shared/oracle/perf/cold.py`);
-- `server`: `python -m bench.server_load`, concurrent streaming conversations against one `serve` process.
+- `server`: `python -m bench.server_load`, concurrent streaming conversations against one `serve` process;
+- `storage`: `python -m bench.storage --quick`, the bytes a session stores (100 turns, 1,000 items). Always the
+  quick run: while a session's storage grows with the square of its length, the full run's 1,000 turns on
+  SQLite would take hours and gigabytes; targets it cannot reach are judged when already exceeded.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ if __package__ in (None, ""):          # `python bench/targets.py`: make the rep
 from bench import ragflow              # noqa: E402  (after the path fix above)
 
 REPO = Path(__file__).resolve().parent.parent
-PARTS = ("ragflow", "handwritten", "cli", "server")
+PARTS = ("ragflow", "handwritten", "cli", "server", "storage")
 TEMPLATE = REPO / "canvas2graph" / "templates" / "ragflow" / "cajal_scientific_paper_agent.json"
 
 
@@ -160,6 +163,17 @@ def server_rows(quick: bool) -> tuple[list[Row], dict]:
                 f"is kept per session); SQLite {idle['database'] or 0:.0f} KB on disk", "stated", None)], data
 
 
+def storage_rows() -> tuple[list[Row], dict]:
+    from bench import storage
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "storage.json"
+        data = _json_of([sys.executable, "-m", "bench.storage", "--quick", "--json", str(out)], out)
+    if not data:
+        return [Row("session storage", "not measured (bench.storage failed)", "", False)], {}
+    turns, items = storage.quick_sizes(data)
+    return [Row(*row) for row in storage.rows(storage.from_json(data), turns, items, full=False)], data
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.targets", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few repetitions: a smoke run, noisy figures")
@@ -191,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     if "server" not in skip:
         server, figures["server"] = server_rows(args.quick)
         rows += server
+    if "storage" not in skip:
+        storage_part, figures["storage"] = storage_rows()
+        rows += storage_part
     print(f"\n## Targets ({'quick run, noisy; ' if args.quick else ''}{time.perf_counter() - started:.0f} s)\n")
     print("| target | measured | goal | |\n|---|---|---|---|")
     print("\n".join(r.cells() for r in rows))

@@ -29,6 +29,7 @@ class CompiledCanvas:
     # a StateGraph wired elsewhere (an ejected canvas's module, `canvas2graph.eject`) to run instead of
     # the one `compiler.build` derives from the plan
     wired: Any = None
+    kind: str = "agent"        # or "pipeline": RAGFlow's ingestion pipeline (compiler/pipeline.py)
 
     @property
     def component_ids(self) -> list[str]:
@@ -56,8 +57,12 @@ class CompiledCanvas:
 
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
-        from compiler.build import build_graph
-        builder = self.wired if self.wired is not None else build_graph(self.plan)
+        if self.kind == "pipeline":
+            from compiler.pipeline_build import build_pipeline_graph
+            builder = build_pipeline_graph(self.plan)
+        else:
+            from compiler.build import build_graph
+            builder = self.wired if self.wired is not None else build_graph(self.plan)
         _CANVAS_OF[builder] = self
         return builder
 
@@ -99,11 +104,17 @@ def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCa
         return None, repaired + e.diagnostics
     out = Collector()
     out.items.extend(repaired)
-    plan = make_plan(dsl, out)
-    check_plan(plan, out)
+    from compiler.pipeline import check_pipeline, is_pipeline, plan_pipeline
+    kind = "pipeline" if is_pipeline(dsl) else "agent"
+    if kind == "pipeline":
+        plan = plan_pipeline(dsl, out)
+        check_pipeline(plan, out)
+    else:
+        plan = make_plan(dsl, out)
+        check_plan(plan, out)
     if out.has_errors:
         return None, out.items
-    return CompiledCanvas(plan, out.items, _digest(dsl.raw)), out.items
+    return CompiledCanvas(plan, out.items, _digest(dsl.raw), kind=kind), out.items
 
 
 DEFAULT_MAX_STEPS = 100_000

@@ -48,6 +48,10 @@ def _identifier(text: str) -> str:
 def to_python(compiled, *, source: str | None = None) -> str:
     """The module (its text) for a compiled canvas; `source` names the DSL file it came from.
     The params are the loaded DSL's: `llm_id`s a default model filled are written filled."""
+    if getattr(compiled, "kind", "agent") == "pipeline":
+        from canvas2graph.types import UsageError
+        raise UsageError("ejecting to Python is for agent canvases; an ingestion pipeline exports as mermaid, "
+                         "json, dot, svg or png")
     plan = compiled.plan
     dsl = plan.dsl
     wiring = Wiring(plan)

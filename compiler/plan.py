@@ -254,7 +254,8 @@ def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
                   "replace it with a supported component", entry.id, "obj.component_name")
     elif name in KNOWN_ELSEWHERE:
         out.error("unsupported", f"component '{name}' belongs to RAGFlow's ingestion pipeline (a dataflow canvas "
-                  "that builds a dataset), not to an agent canvas: canvas2graph runs agent canvases only",
+                  "that builds a dataset), not to an agent canvas: agent canvases only hold agent components; a pipeline DSL "
+                  "builds a dataset with `canvas2graph ingest`",
                   entry.id, "obj.component_name")
     else:
         out.error("unknown-component", f"unknown component_name '{name}'{did_you_mean(name)}", entry.id,

@@ -48,6 +48,25 @@ def lookup(name: str) -> ComponentSpec | None:
     return REGISTRY.get(name)
 
 
+# The ingestion-pipeline canvas's own registry (nodes/pipeline/): the same specs, kept apart because an
+# agent canvas cannot hold them and a pipeline canvas holds nothing else (compiler/pipeline.py).
+PIPELINE_REGISTRY: dict[str, ComponentSpec] = {}
+
+
+def register_pipeline(name: str, params: type["Params"], *, outputs: OutputsOf | None = None):
+    def deco(node_cls: type["Node"]) -> type["Node"]:
+        PIPELINE_REGISTRY[name] = ComponentSpec(name, params, node_cls, outputs or (lambda p: None))
+        node_cls.component_type = name
+        return node_cls
+    return deco
+
+
+def lookup_pipeline(name: str) -> ComponentSpec | None:
+    """A pipeline component's spec (File, Parser, TokenChunker, ...), or None."""
+    import nodes.pipeline  # noqa: F401  (its modules register themselves)
+    return PIPELINE_REGISTRY.get(name)
+
+
 _loaded = False
 _loading = False
 _lock = threading.RLock()

@@ -403,6 +403,9 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func="runtime.retrieval.service:cmd_index")
 
+    from runtime.ingest.cli import add_ingest_command
+    add_ingest_command(sub)
+
     x = sub.add_parser("export", help="print or draw the compiled graph")
     x.add_argument("file", help="the DSL: a JSON file, or - for stdin")
     x.add_argument("--format", choices=["mermaid", "json", "dot", "svg", "png", "python"], default="mermaid",
@@ -453,6 +456,8 @@ def parser() -> argparse.ArgumentParser:
                    help="memory one request's DSL may take to compile, beyond the worker's own (default %(default)s)")
     s.add_argument("--compile-workers", type=int, default=1,
                    help="worker processes compiling requests' DSLs side by side (default %(default)s)")
+    s.add_argument("--session-ttl", metavar="DURATION", default=None,
+                   help="delete sessions idle this long (30d, 12h, ...; runtime/lifecycle.py); off by default")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="server log level (default %(default)s)")
     s.set_defaults(func="server.cli:cmd_serve")
@@ -486,6 +491,9 @@ def parser() -> argparse.ArgumentParser:
     add_db(tpc, "the server's database")
     add_default_llm(tpc, "stored with the agent as the model of")
     tp.set_defaults(func="runtime.templates:cmd_templates")
+
+    from runtime.sessions_cli import register as register_sessions     # its own module (issue 21)
+    register_sessions(sub)
     return p
 
 

@@ -155,6 +155,14 @@ class RunEnvironment:
                     self._retrieval.warm()      # the tokenizer loads (about a second) while the run starts
         return {**self.base, "retrieval": self._retrieval}
 
+    def retrieval_backend(self):
+        """The retrieval backend of this environment's runs, opened once (what ingestion writes to)."""
+        with self._lock:
+            if self._retrieval is None:
+                from runtime.retrieval import open_backend
+                self._retrieval = open_backend(self.settings.retrieval, session_db=self.settings.db)
+        return self._retrieval
+
     def context(self, session_id: str = "", components: Mapping[str, Any] | None = None) -> RunContext:
         """A run's context: its own copy of the script (if any), the models and the services."""
         models, script = self.models()

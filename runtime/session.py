@@ -102,6 +102,10 @@ def _paused(saved) -> bool:
 class Runner:
     def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None,
                  services: dict[str, Any] | None = None, *, name: str = "", tenant: str = ""):
+        if getattr(compiled, "kind", "agent") == "pipeline":
+            from canvas2graph.types import UsageError
+            raise UsageError("this DSL is an ingestion pipeline (File -> Parser -> ...), not an agent: run it over "
+                             "files with `canvas2graph ingest PIPELINE FILE_OR_FOLDER... --kb NAME`")
         self.compiled = compiled
         # what traces are named after (default: the DSL's title) and whose runs they are: runtime/tracing.py
         self.name = name or compiled.plan.dsl.title

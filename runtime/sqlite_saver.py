@@ -9,8 +9,10 @@ thread hand-offs, not SQLite, are most of what a durable step costs: measured on
 microseconds, less than one hand-off, so this saver runs LangGraph's synchronous `SqliteSaver`
 methods directly inside its async ones.
 
-The SQL, the schema, the serializer and the checkpoint format are LangGraph's, unchanged: a file
-written by this saver is read by `SqliteSaver` and `AsyncSqliteSaver` and the other way round.
+The SQL, the schema, the serializer and the checkpoint format are LangGraph's, except that channel
+values are kept in a blob table, one row per channel version, as `PostgresSaver` keeps them
+(runtime/sqlite_blobs.py): a file written by `SqliteSaver` (or an earlier canvas2graph) is read by this
+saver, but not the other way round.
 
 What running in place means: while a statement runs the event loop waits for it. Writes are a few
 tens of microseconds; a read of a long session's history is milliseconds. When another process
@@ -26,13 +28,15 @@ from typing import Any, AsyncIterator, Iterator, Sequence
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
-from langgraph.checkpoint.sqlite import SqliteSaver
+
+from runtime.sqlite_blobs import ChannelBlobSqliteSaver, CompressingSerializer
 
 BUSY_TIMEOUT_MS = 30_000
 
 
-class InlineSqliteSaver(SqliteSaver):
-    """`SqliteSaver` whose async methods run the synchronous ones in place (see the module doc)."""
+class InlineSqliteSaver(ChannelBlobSqliteSaver):
+    """`SqliteSaver` (storing channel values per version, runtime/sqlite_blobs.py) whose async methods run
+    the synchronous ones in place (see the module doc)."""
 
     @classmethod
     @contextmanager
@@ -40,7 +44,10 @@ class InlineSqliteSaver(SqliteSaver):
         # check_same_thread=False: LangGraph's sync calls (`graph.invoke` from a worker thread, the
         # bridge's sync twins) reach the same connection; `SqliteSaver.lock` serializes them
         with closing(sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
-            saver = cls(conn)
+            # a new file gives freed pages back as sessions are deleted (runtime/lifecycle.py); on a file
+            # that has tables already this does nothing until a VACUUM (`canvas2graph sessions prune --vacuum`)
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            saver = cls(conn, serde=CompressingSerializer())
             saver.setup()               # creates the tables and turns on WAL, before the pragma below
             conn.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

@@ -619,14 +619,27 @@ class Store:
         return None
 
     async def delete_sessions(self, tenant: str, session_ids: list[str]) -> list[str]:
-        """Delete the tenant's sessions among `session_ids` (and their checkpoints); returns those deleted."""
-        deleted = []
-        for sid in session_ids:
-            if await self.db.execute("DELETE FROM c2g_sessions WHERE tenant = ? AND id = ?", (tenant, sid)):
-                deleted.append(sid)
-                if self.checkpointer is not None:
-                    await self.checkpointer.adelete_thread(sid)
-        return deleted
+        """Delete the tenant's sessions among `session_ids` (their rows, checkpoints and pending writes);
+        returns those deleted. Many at once go in batches that let the server answer meanwhile
+        (runtime/lifecycle.py)."""
+        import asyncio
+
+        from runtime.lifecycle import BATCH, delete_sessions
+        ids, owned = list(dict.fromkeys(session_ids)), []
+        for i in range(0, len(ids), BATCH):
+            batch = ids[i:i + BATCH]
+            marks = ", ".join("?" * len(batch))
+            rows = await self.db.fetchall(f"SELECT id FROM c2g_sessions WHERE tenant = ? AND id IN ({marks})",
+                                          (tenant, *batch))
+            owned += [sid for sid in batch if sid in {r["id"] for r in rows}]
+            await asyncio.sleep(0)
+        if self.checkpointer is None:
+            for i in range(0, len(owned), BATCH):
+                await self.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({', '.join('?' * len(owned[i:i + BATCH]))})",
+                                      tuple(owned[i:i + BATCH]))
+            return owned
+        await delete_sessions(self, owned)
+        return owned
 
     async def append_messages(self, session_id: str, messages: list[dict], reference: dict | None = None) -> bool:
         """Add to a session's message log; False when the session was deleted meanwhile.

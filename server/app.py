@@ -16,8 +16,8 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, evaluations, files, graphs, recordings, templates,
-                           traces, versions, webhooks)
+from server.routes import (agents, artifacts, builder, completions, datasets, evaluations, files, graphs, recordings,
+                           templates, traces, versions, webhooks)
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -42,6 +42,19 @@ def tune_gc() -> None:
     gc.set_threshold(7000, 20, 100)
 
 
+def start_expiry(store, conversations, ttl: float | None) -> asyncio.Task | None:
+    """`serve --session-ttl`: delete sessions idle that long, in the background (runtime/lifecycle.py)."""
+    if not ttl:
+        return None
+    import logging
+
+    from runtime.lifecycle import expire_sessions
+    # uvicorn's own logger: the one a server's log shows at its --log-level
+    logging.getLogger("uvicorn.error").info("sessions idle for %g s or more are deleted (--session-ttl)", ttl)
+    return asyncio.create_task(expire_sessions(store, ttl, running=lambda: list(conversations.turns)),
+                               name="session-expiry")
+
+
 def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, Any] | None = None) -> FastAPI:
     """The app for `config`. `models` replaces the model source (a callable returning
     `(ModelFactory, Script | None)` per turn); `services` are added to every run's `ctx.extras`."""
@@ -63,8 +76,13 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     # stopped before the conversations: background webhook runs stay `running`, to resume
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
+                        expiry = start_expiry(store, conversations, config.session_ttl)
                         tune_gc()
-                        yield
+                        try:
+                            yield
+                        finally:
+                            if expiry is not None:
+                                expiry.cancel()
         finally:
             await compilers.close()
             await run_services.aclose()
@@ -86,9 +104,11 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    app.include_router(datasets.router)        # ingestion pipelines into datasets
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
+    app.state.run_services = run_services
     app.state.upload_policy = upload_policy
     app.state.default_llm = config.default_llm
 

@@ -25,7 +25,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--busy-wait must be zero or more seconds")
     if args.compile_timeout <= 0 or args.compile_memory_mb <= 0 or args.compile_workers < 1:
         raise UsageError("--compile-timeout, --compile-memory-mb and --compile-workers must be positive")
-    config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
+    session_ttl = None
+    if args.session_ttl:
+        from runtime.lifecycle import LifecycleError, parse_duration
+        try:
+            session_ttl = parse_duration(args.session_ttl)
+        except LifecycleError as e:
+            raise UsageError(f"--session-ttl: {e}") from None
+        if session_ttl <= 0:
+            raise UsageError("--session-ttl must be more than 0 (leave it out to keep sessions)")
+    config = ServerConfig(db=args.db, session_ttl=session_ttl, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,

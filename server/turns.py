@@ -39,9 +39,12 @@ async def require_compiles(request: Request, dsl: Any, what: str) -> None:
     if not verdict.ok:
         raise diagnostics_error(verdict.diagnostics, what)
     try:
-        await compile_in_thread(dsl)
+        compiled = await compile_in_thread(dsl)
     except CompileError as e:
         raise diagnostics_error([d.to_dict() for d in e.diagnostics], what)
+    if getattr(compiled, "kind", "agent") == "pipeline":
+        raise argument_error(f"{what} is an ingestion pipeline, not an agent: run it over documents with "
+                             "POST /api/v1/datasets/{dataset_id}/ingest")
 
 
 async def start_turn(request: Request, session: Session, turn_request: TurnRequest) -> Turn:

@@ -1,6 +1,8 @@
 """Agents and their sessions (RAGFlow's `/api/v1/agents` routes)."""
 from __future__ import annotations
 
+import asyncio
+
 import json
 from typing import Any
 
@@ -228,7 +230,9 @@ async def get_session(request: Request, agent_id: str, session_id: str, tenant_i
 async def _delete_sessions(request: Request, tenant_id: str, agent_id: str, ids: list[str]) -> dict:
     conversations = request.app.state.conversations
     owned, errors = [], []
-    for sid in dict.fromkeys(ids):
+    for i, sid in enumerate(dict.fromkeys(ids)):
+        if i % 200 == 199:          # thousands of ids: let the server answer other requests meanwhile
+            await asyncio.sleep(0)
         session = await store(request).get_session(tenant_id, sid)
         if session is None or session.agent_id != agent_id:
             errors.append(f"The agent doesn't own the session {sid}")

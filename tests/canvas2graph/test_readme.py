@@ -43,6 +43,25 @@ def test_the_eject_example_runs_as_written(tmp_path):
     assert "You were charged twice" in done.stdout
 
 
+def test_the_ingest_example_runs_as_written(tmp_path):
+    """The README's ingest line: a pipeline over the demo documents, then the demo agent answering from them."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Ingestion pipelines"):]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "fixtures").symlink_to(REPO / "fixtures")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    # a retrieval may take its first tokenizer load on a busy test machine: more than RAGFlow's 12 s
+    (tmp_path / "retrieval.toml").write_text("timeout = 120\n")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                            "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(tmp_path / "retrieval.toml")})
+    assert done.returncode == 0, done.stderr
+    assert "support-kb: 3 file(s) ingested (3 chunks), 0 unchanged, 0 failed" in done.stdout
+    assert (tmp_path / ".canvas2graph" / "retrieval.db").is_file()
+    assert "✓ Retrieval:Docs" in done.stdout and "Title: refunds.md" in done.stdout      # found the ingested chunk
+    assert "The second charge is reversed automatically" in done.stdout
+
+
 def test_the_testing_example_records_tests_and_evaluates_as_written(tmp_path):
     """The README's record, test and eval lines, run by the shell in a folder laid out like a fresh clone."""
     import json
