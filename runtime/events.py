@@ -199,11 +199,24 @@ class EventAdapter:
         self.failed.add(node.id)
         yield from self.component_failed(node.id, error.outputs, error.inputs, error.message, drain=False)
 
+    def _drop_pending_after(self, failed_id: str) -> Iterable[dict]:
+        """Producers of the failed component's step, after it in path order, whose generation nobody will
+        stream now: RAGFlow finishes each with its content None (`Canvas._run_impl` once `self.error` is set)."""
+        ids = [node.id for node in map(self._node, self.order.order) if node is not None]
+        if failed_id not in ids:
+            return
+        for cid in ids[ids.index(failed_id) + 1:]:
+            held = self.held.get(cid)
+            if held and not held["container"] and _pending(held["outputs"]):
+                held["outputs"] = {k: (None if is_pending(v) else v) for k, v in held["outputs"].items()}
+                yield self.envelope("node_finished", self._release(cid))
+
     def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str,
                          drain: bool = True) -> Iterable[dict]:
         if drain:
             yield from self.drain()
             if component_id in self.failed:         # reported at its place in the step already
+                yield from self._drop_pending_after(component_id)
                 return
         node = next((n for n in self.nodes.values() if n.id == component_id), None)
         if node is None:
@@ -216,6 +229,7 @@ class EventAdapter:
             # RAGFlow ends an Iteration whose item failed (its pass counter is reset): its node_finished
             # follows, with what it had collected before the failing pass
             yield self.envelope("node_finished", self._release(node.parent_id))
+        yield from self._drop_pending_after(component_id)
 
     def cancelled(self) -> dict:
         """RAGFlow ends a cancelled run with a workflow_finished whose outputs is this text (SPEC 5.8)."""
