@@ -19,10 +19,20 @@ from runtime.values import as_json_text, resolve
 
 
 class CategorizeParams(Params):
-    llm_id: str = ""          # RAGFlow's check() does not require it; the run does
+    llm_id: str = ""
     category_description: dict[str, dict[str, Any]] = Field(default_factory=dict)
     query: str = "sys.query"
     message_history_window_size: int = Field(1, ge=0)
+
+    @field_validator("llm_id")
+    @classmethod
+    def _llm_id(cls, v: str) -> str:
+        # RAGFlow's check() lets an empty model through and the run fails on it; a check that passes should
+        # mean a run that can start (docs/compatibility.md)
+        if not v or not v.strip():
+            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI), or give a default "
+                             "with --default-llm or CANVAS2GRAPH_DEFAULT_LLM")
+        return v
 
     @field_validator("category_description")
     @classmethod

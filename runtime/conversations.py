@@ -276,6 +276,13 @@ class Conversations:
         message = {"role": "user", "content": turn.request.query, "id": message_id}
         if turn.request.files:
             message["files"] = turn.request.files
+        fork = turn.request.fork
+        if fork is not None:
+            # a fork runs a past turn again: the log says so (a client then need not show the old question
+            # as if it were asked again), with the question as edited when the fork changed `sys.query`
+            edited = ((fork.overrides.get(fork.component_id) or {}).get("inputs") or {}).get("sys.query")
+            message["fork"] = {"component_id": fork.component_id,
+                               **({"query": edited} if isinstance(edited, str) else {})}
         return message
 
     @staticmethod

@@ -148,7 +148,8 @@ class _Builder:
                 "component_id": node.id, "component_name": node.display_name,
                 "component_type": node.component_type,
                 "inputs": dict(last.get("inputs") or {}) if last.get("component_id") == node.id else {},
-                "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error}
+                "outputs": outputs, "elapsed": outputs.get("_elapsed_time", 0.0), "error": error,
+                "started_at": _timestamp(snapshot.created_at)}
         if task.interrupts:
             form = task.interrupts[0].value if hasattr(task.interrupts[0], "value") else task.interrupts[0]
             step["form"] = form if isinstance(form, dict) else {"value": form}
@@ -279,6 +280,39 @@ async def atrace(graph, config: dict) -> list[dict]:
     from compiler.canvas import canvas_of
     chain, history = await _lineage(graph, config)
     return _build(canvas_of(graph), chain, history)
+
+
+def _heads(history: list) -> list:
+    """The newest checkpoint of every branch of a thread (one no other checkpoint names as its parent),
+    newest first, as `history` is."""
+    parents = {s.parent_config["configurable"].get("checkpoint_id") for s in history if s.parent_config}
+    return [s for s in history if s.config["configurable"]["checkpoint_id"] not in parents]
+
+
+async def abranches(graph, config: dict) -> list[dict]:
+    """Every branch of the thread a fork left, newest first: {checkpoint_id (its newest checkpoint, which
+    `atrace` takes to trace it), current, turns, query (its last turn's; a fork's as edited), status,
+    started_at, fork_of}."""
+    from compiler.canvas import canvas_of
+    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    if not history:
+        return []
+    canvas = canvas_of(graph)
+    current = history[0].config["configurable"]["checkpoint_id"]
+    out = []
+    for head in _heads(history):
+        checkpoint_id = head.config["configurable"]["checkpoint_id"]
+        turns = _build(canvas, _branch(history, {"configurable": {"checkpoint_id": checkpoint_id}}), history)
+        if not turns:
+            continue
+        last = turns[-1]
+        # a fork's question as it was edited (the forked step's `sys.query`), else the turn's own
+        edited = ((last["steps"][0].get("inputs") or {}).get("sys.query") if last.get("fork_of") and last["steps"]
+                  else None)
+        out.append({"checkpoint_id": checkpoint_id, "current": checkpoint_id == current, "turns": len(turns),
+                    "query": edited if isinstance(edited, str) else last["query"], "status": last["status"], "started_at": last["started_at"],
+                    "fork_of": last.get("fork_of")})
+    return out
 
 
 def trace(graph, config: dict) -> list[dict]:

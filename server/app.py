@@ -16,8 +16,8 @@ from server.config import ServerConfig
 from server.errors import install_error_handlers
 from server.middleware import BodyLimit
 from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, datasets, evaluations, files, graphs, recordings,
-                           templates, traces, versions, webhooks)
+from server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
+                           recordings, templates, traces, versions, webhooks)
 from server.services import RunServices
 from server import ui
 from server.uploads import UploadPolicy
@@ -104,6 +104,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(completions.router)
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
+    app.include_router(components.router)      # the params schemas, for the canvas editor
     app.include_router(datasets.router)        # ingestion pipelines into datasets
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy

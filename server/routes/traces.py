@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from compiler import CompileError, compile_dsl
 from runtime.session import TurnRequest
-from runtime.trace import ForkError, atrace, atrace_message, fork_plan
+from runtime.trace import ForkError, abranches, atrace, atrace_message, fork_plan
 from server.auth import tenant
 from server.errors import ApiError, argument_error, not_found, ok
 from server.routes.agents import owned_agent, store
@@ -71,10 +71,22 @@ class Turn(BaseModel):
     fork_of: int | None = Field(None, description="for a fork: the turn whose step it ran again")
 
 
+class Branch(BaseModel):
+    checkpoint_id: str = Field(description="the branch's newest checkpoint: trace it with `?checkpoint_id=`")
+    current: bool = Field(description="the branch the session continues from (the newest one)")
+    turns: int
+    query: str = Field(description="its last turn's question (a fork's edited one)")
+    status: str
+    started_at: float
+    fork_of: int | None = None
+
+
 class Trace(BaseModel):
     session_id: str
     agent_id: str
     turns: list[Turn]
+    branches: list[Branch] | None = Field(None, description="every branch of the session (forks leave one each), "
+                                                            "newest first; with `?branches=true`")
 
 
 class TraceReply(BaseModel):
@@ -187,10 +199,14 @@ def _ragflow_log(step: dict) -> dict:
 async def session_trace(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant),
                         checkpoint_id: str | None = Query(None, description=(
                             "trace the branch that leads to this checkpoint (one a fork left behind, say) "
-                            "instead of the session's current one"))):
+                            "instead of the session's current one")),
+                        branches: bool = Query(False, description="also list every branch of the session")):
     session = await _session(request, tenant_id, agent_id, session_id)
     turns = await _turns(request, session, checkpoint_id)
-    return ok({"session_id": session.id, "agent_id": agent_id, "turns": turns})
+    reply = {"session_id": session.id, "agent_id": agent_id, "turns": turns}
+    if branches:
+        reply["branches"] = await abranches(await _graph(request, session), _config(session.id))
+    return ok(reply)
 
 
 @router.post("/agents/{agent_id}/sessions/{session_id}/fork",

@@ -1,8 +1,9 @@
-"""The run inspector: the browser UI served at `/` (docs/ui.md).
+"""The web UI: the canvas editor and the run view served at `/` (docs/ui.md).
 
-Only files: the page (`static/index.html`) and its ES modules and stylesheet, served from the package with a
-strict Content-Security-Policy (scripts and styles from this origin only, nothing inline, no frames, no
-plugins). Everything the page shows it reads from the API under `/api/v1` with the tenant's token, which
+Only files: the page (`static/index.html`) and its bundle (`static/assets/`), built by Vite from the React
+sources in `web/` (`npm --prefix server/ui/web ci && npm --prefix server/ui/web run build`) and shipped as
+package data; served with a strict Content-Security-Policy (scripts and styles from this origin only,
+nothing inline, no frames, no plugins). Everything the page shows it reads from the API under `/api/v1` with the tenant's token, which
 lives in the browser's sessionStorage and travels in the Authorization header, never in a URL.
 """
 from __future__ import annotations

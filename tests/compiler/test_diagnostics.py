@@ -327,9 +327,10 @@ def test_categorize_query_must_be_a_reference():
     assert d.field == "params.query" and "not a variable reference" in d.message
 
 
-def test_categorize_does_not_require_llm_id_like_ragflow_check():
-    compiled, diags = diagnose(dsl(**{"Categorize:A": cpn("Categorize", categorize(llm_id="")), "Message:Out": MSG}))
-    assert compiled is not None, [str(d) for d in diags]
+def test_categorize_requires_llm_id_where_ragflow_check_does_not():
+    """A check that passes means a run that can start (docs/compatibility.md): RAGFlow's run fails on it."""
+    d = param_error("Categorize", categorize(llm_id=""))
+    assert d.component_id == "Categorize:A" and d.field == "params.llm_id" and "llm_id is empty" in d.message
 
 
 def test_a_category_target_that_is_not_a_string_is_an_error_not_a_crash():

@@ -101,7 +101,9 @@ def test_mermaid_uses_display_names_from_the_graph():
 
 def test_mermaid_of_customer_feedback_dispatcher_shows_every_category():
     path = shared_dir() / "ragflow" / "templates" / "customer_feedback_dispatcher.json"
-    edges = labelled_edges(mermaid(json.loads(path.read_text(encoding="utf-8"))))
+    # its two Categorize components ship without a model: a default one fills them
+    plan = compile_dsl(json.loads(path.read_text(encoding="utf-8")), default_llm="gpt-4o@OpenAI").plan
+    edges = labelled_edges(to_mermaid(plan))
     assert {label for _, label, _ in edges} == {"Negative review ", "Positive review", "After-sales issues",
                                                 "Transportation issue"}
 

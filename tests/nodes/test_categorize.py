@@ -59,10 +59,15 @@ def test_check_rules(params, text):
     assert any(text in d.message and d.field == "params.category_description" for d in found), found
 
 
-def test_llm_id_is_not_checked_at_compile_time_as_in_ragflow():
+def test_an_empty_llm_id_is_an_error_of_the_check_unless_a_default_model_fills_it():
+    """RAGFlow's check() lets it through and the run fails; here the check names it (docs/compatibility.md)."""
     from tests.nodes.helpers import canvas
     from compiler import diagnose
     dsl = canvas(**{"Categorize:C": {"component_name": "Categorize", "params": {"category_description": {"a": {"to": ["Message:M"]}}}},
                     "Message:M": {"component_name": "Message", "params": {"content": ["x"]}}})
     compiled, diags = diagnose(dsl)
+    assert compiled is None
+    assert [(d.component_id, d.field, d.severity) for d in diags] == [("Categorize:C", "params.llm_id", "error")]
+    assert "llm_id is empty" in diags[0].message
+    compiled, diags = diagnose(dsl, default_llm="gpt-4o@OpenAI")
     assert compiled is not None, diags

@@ -167,6 +167,28 @@ def test_a_fork_with_edited_inputs_runs_a_new_branch_and_the_old_one_stays(serve
     assert {"role": "assistant", "content": "RAGFlow is a RAG engine."} in llm["messages"]
 
 
+def test_branches_lists_every_branch_a_fork_left_and_each_traces_its_own_turns(served):
+    _, alice, _ = served
+    agent_id, session_id, _ = two_turns(alice)
+    before = trace_of(alice, agent_id, session_id)
+    assert all(s["started_at"] >= before["turns"][0]["started_at"] > 0 for t in before["turns"] for s in t["steps"])
+    alone = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?branches=true")["branches"]
+    assert [(b["current"], b["turns"], b["query"]) for b in alone] == [(True, 2, "Hi there")]
+    switch = before["turns"][1]["steps"][2]
+    alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
+                 {"checkpoint_id": switch["checkpoint_id"], "inputs": {"sys.query": "And RAGFlow?"}, "stream": True})
+    branches = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?branches=true")["branches"]
+    assert [(b["current"], b["turns"], b["fork_of"], b["status"], b["query"]) for b in branches] == [
+        (True, 3, 2, "finished", "And RAGFlow?"), (False, 2, None, "finished", "Hi there")]
+    old = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?checkpoint_id={branches[1]['checkpoint_id']}")
+    assert [s["component_id"] for s in old["turns"][1]["steps"]] == ["begin", "LLM:Kind", "Switch:S", "Message:E"]
+    assert "branches" not in trace_of(alice, agent_id, session_id)
+    # the session's log marks the fork's question as a run again, with its edited text
+    log = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}")["messages"]
+    asked = [m for m in log if m["role"] == "user"]
+    assert [m.get("fork") for m in asked] == [None, None, {"component_id": "Switch:S", "query": "And RAGFlow?"}]
+
+
 def test_a_fork_with_given_outputs_continues_from_the_steps_successors(served):
     _, alice, _ = served
     agent_id, session_id, _ = two_turns(alice)

@@ -16,10 +16,15 @@ CHROMIUM = os.environ.get("CANVAS2GRAPH_CHROMIUM") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("CANVAS2GRAPH_UI_ARTIFACTS") or REPO / "tests" / "artifacts" / "ui")
 
 # Short answers stream in a few pieces 100 ms apart (long enough to see a component running); LLM:Slow's
-# answer takes about 4 s (40 pieces), long enough to cancel; LLM:Fails's provider fails.
+# answer takes about 4 s (40 pieces), long enough to cancel; LLM:Fails's provider fails; LLM:Md answers in
+# Markdown after some reasoning; Categorize:Route always picks "yes".
+MARKDOWN_ANSWER = ("## Plan\n\n| step | owner |\n|---|---|\n| draft | **Ann** |\n\nRun `make docs` and read "
+                   "[the guide](https://example.com/guide).")
 UI_SCRIPT = {
     "by_component": {"LLM:Slow": [" ".join(f"word{i}" for i in range(40))],
-                     "LLM:Fails": [{"error": "the provider is down"}]},
+                     "LLM:Fails": [{"error": "the provider is down"}],
+                     "LLM:Md": [{"content": MARKDOWN_ANSWER, "reasoning": "The user wants a plan."}] * 5,
+                     "Categorize:Route": ["yes"] * 20},
     "auto_reply": "Answer {n} from {component}.",
     "stream_chunks": 60,
     "chunk_interval_ms": 100,
@@ -36,7 +41,10 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="module")
 def ui_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
-    with Server(str(tmp / "server.db"), tmp, UI_SCRIPT) as running:
+    # the first retrieval loads RAGFlow's tokenizer; on a busy machine that outlasts the default 12 s
+    (tmp / "retrieval.toml").write_text("timeout = 120\n")
+    env = {**os.environ, "CANVAS2GRAPH_RETRIEVAL_CONFIG": str(tmp / "retrieval.toml")}
+    with Server(str(tmp / "server.db"), tmp, UI_SCRIPT, env=env) as running:
         yield running
 
 
@@ -50,6 +58,9 @@ def bob_token(ui_server):
     return make_token(ui_server.db, "bob")
 
 
+_WIPED = False
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).is_file():
@@ -58,9 +69,11 @@ def browser():
             pytest.fail(reason)
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
-    if ARTIFACTS.is_dir():            # this run's screenshots only
+    global _WIPED
+    if ARTIFACTS.is_dir() and not _WIPED:            # this run's screenshots only (every module's)
         for old in ARTIFACTS.glob("*.png"):
             old.unlink()
+    _WIPED = True
     with sync_playwright() as playwright:
         # Chromium's own sandbox needs user namespaces, which a root CI container does not give
         args = ["--no-sandbox"] if os.geteuid() == 0 else []
@@ -72,8 +85,8 @@ def browser():
 class Browsing:
     """A page in a fresh browser context (its own sessionStorage), with what the page logged."""
 
-    def __init__(self, browser, server, name: str):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+    def __init__(self, browser, server, name: str, width: int = 1280):
+        self.context = browser.new_context(viewport={"width": width, "height": 800}, accept_downloads=True)
         self.page = self.context.new_page()
         self.page.set_default_timeout(20_000)
         self.server, self.name = server, name
@@ -98,8 +111,8 @@ class Browsing:
 def browsing(browser, ui_server, request):
     opened: list[Browsing] = []
 
-    def open_page(suffix: str = "") -> Browsing:
-        b = Browsing(browser, ui_server, request.node.name + suffix)
+    def open_page(suffix: str = "", width: int = 1280) -> Browsing:
+        b = Browsing(browser, ui_server, request.node.name + suffix, width)
         opened.append(b)
         return b
 

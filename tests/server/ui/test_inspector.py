@@ -63,8 +63,8 @@ def component(b: Browsing, cid: str):
 
 
 def box(b: Browsing, cid: str):
-    """A component's box in the drawn graph."""
-    return b.page.locator(f'svg g.node[data-component="{cid}"]')
+    """A component's box on the canvas."""
+    return b.page.locator(f'.react-flow__node[data-id="{cid}"] .c2g-node')
 
 
 def send(b: Browsing, text: str) -> None:
@@ -105,7 +105,7 @@ def seen_states(b: Browsing) -> dict[str, list[str]]:
 def open_agent(b: Browsing, title: str) -> None:
     b.page.get_by_role("link", name=title, exact=True).click()
     b.page.get_by_role("heading", level=1, name=title, exact=True).wait_for()
-    expect(b.page.locator("svg g.node").first).to_be_visible()
+    expect(b.page.locator(".react-flow__node .c2g-node").first).to_be_visible()
 
 
 def at_new_agent(browsing, ui_server, token: str, dsl: dict, title: str) -> Browsing:
@@ -118,26 +118,38 @@ def at_new_agent(browsing, ui_server, token: str, dsl: dict, title: str) -> Brow
 
 
 # --- serving -------------------------------------------------------------------------------------------
-def test_the_page_and_its_modules_come_with_a_strict_content_security_policy(ui_server):
+def test_the_page_and_its_bundle_come_with_a_strict_content_security_policy(ui_server):
     page = httpx.get(ui_server.url + "/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
-    # no inline script: every <script> loads a module from this server, nothing from the web
+    # no inline script or style: the page loads its bundle from this server, nothing from the web
     scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", page.text, re.S)
     assert scripts and all('src="/ui/' in attrs and not body.strip() for attrs, body in scripts)
+    assert "<style" not in page.text and " style=" not in page.text
     assert "http://" not in page.text and "https://" not in page.text
-    for asset in ("app.js", "agents.js", "run.js", "chat.js", "graph.js", "trace.js", "forms.js", "style.css"):
-        reply = httpx.get(f"{ui_server.url}/ui/{asset}")
+    assets = re.findall(r'(?:src|href)="(/ui/[^"]+)"', page.text)
+    assert "/ui/assets/app.js" in assets and "/ui/assets/index.css" in assets
+    for asset in assets:
+        reply = httpx.get(ui_server.url + asset)
         assert reply.status_code == 200, asset
         assert reply.headers["content-security-policy"] == csp
-        assert "https://" not in reply.text and "innerHTML" not in reply.text, asset
     # only the UI's own files: nothing beside or above them
-    for path in ("/ui/", "/ui/../app.py", "/ui/%2e%2e/__init__.py", "/ui/nope.js"):
+    for path in ("/ui/", "/ui/../app.py", "/ui/%2e%2e/__init__.py", "/ui/nope.js", "/ui/assets/"):
         assert httpx.get(ui_server.url + path).status_code == 404, path
     # the API is where it was, and still wants a token
     assert httpx.get(ui_server.url + "/api/v1/agents").json()["code"] == 109        # RAGFlow: authentication error
+
+
+def test_the_sources_write_html_in_one_place_only_and_it_is_sanitized():
+    """Model text becomes markup only through markdown.jsx, which escapes raw HTML and runs DOMPurify."""
+    sources = REPO / "server" / "ui" / "web" / "src"
+    writers = {p.name for p in sources.rglob("*.js*") if re.search(r"innerHTML|dangerouslySetInnerHTML|insertAdjacentHTML|document\.write",
+                                                                     p.read_text(encoding="utf-8"))}
+    assert writers == {"markdown.jsx"}
+    markdown = (sources / "markdown.jsx").read_text(encoding="utf-8")
+    assert "DOMPurify.sanitize(" in markdown and "__html: markdownHtml(" in markdown
 
 
 # --- signing in and agents ------------------------------------------------------------------------------
@@ -180,6 +192,9 @@ def test_a_defective_dsl_shows_its_diagnostic_against_component_and_field_and_is
     expect(b.page.locator(".check-result .ok")).to_contain_text("compiles")
     assert "null" not in b.page.locator(".check-result").inner_text()     # no diagnostics: no table, no "null"
     b.page.get_by_role("button", name="Save agent").click()
+    # a saved agent opens at once; it is listed with the others
+    expect(b.page.get_by_role("heading", level=1, name="Good one")).to_be_visible()
+    b.page.get_by_role("link", name="Agents", exact=True).click()
     expect(b.page.get_by_role("link", name="Good one", exact=True)).to_be_visible()
     b.page.get_by_role("button", name="Rename Good one").click()
     b.page.get_by_label("New title").fill("Good two")
@@ -347,6 +362,8 @@ def test_an_answer_from_a_knowledge_base_lists_its_sources(browsing, ui_server, 
     assert index.returncode == 0, index.stderr
     b = at_new_agent(browsing, ui_server, alice_token, json.loads((REPO / "fixtures/kb/kb_answer.json").read_text()), "Support KB")
     send(b, "I was charged twice for my order")
+    # the first retrieval loads the embedding model: on a busy machine that takes a while
+    expect(b.page.get_by_role("status").filter(has_text=re.compile("^Finished"))).to_be_visible(timeout=90_000)
     sources = b.page.locator(".message.assistant .citations").last
     sources.locator("summary").click()
     expect(sources).to_contain_text("refunds.md")
@@ -462,7 +479,7 @@ def test_the_readme_setup_gives_a_tenant_the_demo_agent_to_run_in_the_browser(br
     from tests.server.helpers import Server
     from tests.server.ui.conftest import Browsing
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```sh\n(.*?)```", readme[readme.index("**Run inspector.**"):], re.S).group(1)
+    block = re.search(r"```sh\n(.*?)```", readme[readme.index("**Web UI: canvas editor and run view.**"):], re.S).group(1)
     setup, serve = block.strip().splitlines()
     assert serve.startswith(".venv/bin/canvas2graph serve --llm-script ")
     db = tmp_path / "sessions.db"

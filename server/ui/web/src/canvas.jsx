@@ -1,0 +1,153 @@
+// The agent on a React Flow canvas, for watching a run: zoom, pan, fit and full screen; each component's
+// state as a fill (waiting, running with its elapsed time, done, error, paused, cancelled, skipped
+// dimmed); the edges a turn took highlighted; an Agent's tools and sub-agents drawn below it. The same
+// states are listed under the canvas as text (screen readers, narrow windows, and keyboard: each name
+// opens the component's step).
+import { memo, useEffect, useMemo, useState } from 'react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, Position, useReactFlow } from '@xyflow/react';
+import { layout, isContainer } from './graphmodel.js';
+import { seconds } from './util.js';
+
+export const STATES = ['waiting', 'running', 'done', 'error', 'paused', 'cancelled', 'skipped'];
+
+function Elapsed({ since }) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 200);
+    return () => clearInterval(timer);
+  }, []);
+  return <span className="elapsed-live">{((now - since) / 1000).toFixed(1)} s</span>;
+}
+
+/** One box: its type, its name, its state and what the state says (elapsed, error, diagnostics). */
+export const ComponentNode = memo(function ComponentNode({ id, data }) {
+  const state = data.state || 'waiting';
+  const problems = data.problems || [];
+  const severity = problems.some(p => p.severity === 'error') ? 'error' : problems.length ? 'warning' : '';
+  const title = [`${id} (${data.type})`, state !== 'waiting' ? state : '', data.detail || '',
+    ...problems.map(p => `${p.severity}: ${p.field ? p.field + ': ' : ''}${p.message}`)].filter(Boolean).join('\n');
+  return (
+    <div className={`c2g-node kind-${data.kind} state-${state}${severity ? ` has-${severity}` : ''}${data.container ? ' container' : ''}`}
+      data-component={id} data-state={state} title={title}>
+      {data.kind !== 'note' ? <Handle type="target" position={data.kind !== 'component' || data.direction === 'TB' ? Position.Top : Position.Left} /> : null}
+      <div className="node-type">{data.type}{severity ? <span className={`badge ${severity}`} aria-label={`${problems.length} problem${problems.length > 1 ? 's' : ''}`}>{problems.length}</span> : null}</div>
+      <div className="node-name">{data.label}</div>
+      {data.kind === 'note' ? <div className="node-note">{data.text}</div> : null}
+      <div className="node-detail">
+        {state === 'running' && data.startedAt ? <Elapsed since={data.startedAt} /> : (data.detail || '')}
+      </div>
+      {data.kind === 'component' || data.kind === 'agent' ? <Handle type="source" position={data.direction === 'TB' ? Position.Bottom : Position.Right} /> : null}
+    </div>
+  );
+});
+
+export const nodeTypes = { component: ComponentNode };
+
+/** React Flow nodes from the laid-out items, with each one's state. */
+export function flowNodes(items, states = {}, problems = {}, direction = 'LR') {
+  // parents first: React Flow wants a group before its children
+  const ordered = [...items].sort((a, b) => (a.parentId ? 1 : 0) - (b.parentId ? 1 : 0));
+  return ordered.map(item => {
+    const s = states[item.id] || {};
+    const container = isContainer(item.type);
+    return {
+      id: item.id, type: 'component', position: item.position || { x: 0, y: 0 },
+      ...(item.parentId ? { parentId: item.parentId, extent: 'parent' } : {}),
+      ...(container ? { style: { width: item.width, height: item.height } } : {}),
+      width: item.width, height: item.height,
+      className: container ? 'group-node' : undefined,
+      data: { kind: item.kind, type: item.type, label: item.label, text: item.text, container, direction,
+        state: item.kind === 'note' ? 'waiting' : (s.state || 'waiting'), detail: s.detail || '', startedAt: s.startedAt,
+        problems: problems[item.id] || [] },
+    };
+  });
+}
+
+const LIT = new Set(['running', 'done', 'error', 'paused', 'cancelled']);
+
+/** React Flow edges; an edge is taken when its source is done and its target started. */
+export function flowEdges(edges, states = {}) {
+  return edges.map(e => {
+    const from = (states[e.source] || {}).state;
+    const to = (states[e.target] || {}).state;
+    const taken = e.kind === 'flow' && from === 'done' && LIT.has(to);
+    const skipped = to === 'skipped' || from === 'skipped';
+    return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running', label: e.label,
+      labelBgPadding: [4, 2], labelBgBorderRadius: 3,
+      className: `edge-${e.kind}${taken ? ' taken' : ''}${skipped ? ' skipped' : ''}`,
+      style: e.kind === 'flow' ? undefined : { strokeDasharray: '5 4' } };
+  });
+}
+
+/** Fit the components (notes left out: RAGFlow's sit far around the graph) at a zoom that keeps labels readable. */
+export const FIT = { padding: 0.12, maxZoom: 1 };
+export function fitOptions(items) {
+  return { ...FIT, nodes: items.filter(i => i.kind !== 'note').map(i => ({ id: i.id })) };
+}
+
+function FitOnChange({ signature, options }) {
+  const flow = useReactFlow();
+  useEffect(() => {
+    const timer = setTimeout(() => flow.fitView({ ...options, duration: 0 }), 30);
+    return () => clearTimeout(timer);
+  }, [signature]);      // eslint-disable-line react-hooks/exhaustive-deps
+  return null;
+}
+
+/** The run view's canvas. `states`: {id: {state, detail, startedAt}}; `onOpen(id)` opens a component's step. */
+export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
+  const drawn = useMemo(() => layout(dsl), [dsl]);
+  const nodes = useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction), [drawn, states]);
+  const edges = useMemo(() => flowEdges(drawn.edges, states), [drawn, states]);
+  const [full, setFull] = useState(false);
+  const components = drawn.items.filter(i => i.kind === 'component');
+
+  useEffect(() => {
+    if (!full) return undefined;
+    const leave = event => { if (event.key === 'Escape') setFull(false); };
+    document.addEventListener('keydown', leave);
+    return () => document.removeEventListener('keydown', leave);
+  }, [full]);
+
+  return (
+    <section className={`card graph${full ? ' full-screen' : ''}`} aria-labelledby="graph-title">
+      <div className="graph-head">
+        <h2 id="graph-title">{title}</h2>
+        <button type="button" onClick={() => setFull(!full)} aria-pressed={full}>{full ? 'Leave full screen' : 'Full screen'}</button>
+      </div>
+      <ul className="legend" aria-label="Legend">
+        {STATES.map(s => <li key={s} className={`state-${s}`}><span className="swatch" aria-hidden="true" />{s}</li>)}
+      </ul>
+      <div className="canvas" role="img" aria-label="The agent graph; component states are listed below it">
+        <ReactFlowProvider>
+          <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={fitOptions(drawn.items)} minZoom={0.1} maxZoom={2.5}
+            nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }}
+            onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
+            <Background gap={20} size={1} />
+            <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
+            <FitOnChange signature={`${full}:${drawn.items.length}`} options={fitOptions(drawn.items)} />
+          </ReactFlow>
+        </ReactFlowProvider>
+      </div>
+      <details className="state-list" open>
+        <summary>Components</summary>
+        <ol className="states" aria-label="Component states">
+          {components.map(c => {
+            const s = states[c.id] || {};
+            const state = s.state || 'waiting';
+            return (
+              <li key={c.id} className={`state-${state}`} data-component={c.id} data-state={state}>
+                <span className="swatch" aria-hidden="true" />
+                {onOpen ? <button type="button" className="link" onClick={() => onOpen(c.id)} aria-label={`Open the step of ${c.id}`}><code>{c.id}</code></button> : <code>{c.id}</code>}
+                {' '}<span className="muted">{c.type}</span> · <span className="state-text">{state}</span>
+                <span className="state-detail">{s.detail ? ` (${s.detail})` : ''}</span>
+              </li>
+            );
+          })}
+        </ol>
+      </details>
+    </section>
+  );
+}
+
+export { seconds };

@@ -1,0 +1,327 @@
+// The canvas editor: move, add and delete components and edges (Iteration and Loop bodies are groups),
+// edit the selected component's params in a form generated from its params model, see the check's
+// diagnostics live on the boxes and fields they name, undo and redo, and save (a new version of the
+// agent, or a new agent, which then opens). Positions live in the DSL's `graph`, as RAGFlow keeps them.
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, applyNodeChanges, useReactFlow } from '@xyflow/react';
+import { api } from './api.js';
+import { FIT, flowEdges, flowNodes, nodeTypes } from './canvas.jsx';
+import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
+import { addComponent, connect, deleteComponents, disconnect, emptyDsl, materialize, moveNodes, setParams } from './editmodel.js';
+import { isContainer, layout } from './graphmodel.js';
+import { ParamsForm } from './paramsform.jsx';
+import { componentsOf, plainError, route, typeOf } from './util.js';
+
+const enc = encodeURIComponent;
+const ADDABLE = new Set(['component', 'container', 'exit', 'tool']);
+
+export function EditorPage({ agentId, onAuthLost }) {
+  const page = useLoad(async () => {
+    const [agent, schemas] = await Promise.all([agentId ? api('GET', `/agents/${enc(agentId)}`) : null, api('GET', '/components')]);
+    return { agent, schemas };
+  }, [agentId], onAuthLost);
+  if (page.error) return <PageError error={page.error} />;
+  if (!page.data) return <Loading />;
+  return <ReactFlowProvider><Editor agent={page.data.agent} schemas={page.data.schemas} /></ReactFlowProvider>;
+}
+
+/** The DSL with undo and redo: `change(next, mergeKey)` records a step (steps with the same key in a row,
+ * such as typing in one field, are one step). */
+function useHistory(initial) {
+  const [state, setState] = useState({ past: [], present: initial, future: [], key: null, at: 0 });
+  return {
+    dsl: state.present,
+    canUndo: state.past.length > 0,
+    canRedo: state.future.length > 0,
+    change(next, key = null) {
+      setState(s => {
+        if (next === s.present) return s;
+        const merge = key && key === s.key && Date.now() - s.at < 1500;
+        return { past: merge ? s.past : [...s.past, s.present].slice(-200), present: next, future: [], key, at: Date.now() };
+      });
+    },
+    undo() { setState(s => (s.past.length ? { past: s.past.slice(0, -1), present: s.past.at(-1), future: [s.present, ...s.future], key: null, at: 0 } : s)); },
+    redo() { setState(s => (s.future.length ? { past: [...s.past, s.present], present: s.future[0], future: s.future.slice(1), key: null, at: 0 } : s)); },
+  };
+}
+
+function useDiagnostics(dsl) {
+  const [verdict, setVerdict] = useState({ diagnostics: [], checking: true, ok: false });
+  useEffect(() => {
+    let live = true;
+    setVerdict(v => ({ ...v, checking: true }));
+    const timer = setTimeout(async () => {
+      try {
+        const reply = await api('POST', '/graphs/compile', { dsl });
+        if (live) setVerdict({ diagnostics: reply.diagnostics || [], ok: reply.ok, checking: false });
+      } catch (e) {
+        if (live) setVerdict({ diagnostics: (e.data && e.data.diagnostics) || [{ severity: 'error', message: plainError(e.message) }], ok: false, checking: false });
+      }
+    }, 350);
+    return () => { live = false; clearTimeout(timer); };
+  }, [dsl]);
+  return verdict;
+}
+
+/** The diagnostics by the component they name. */
+function problemsByComponent(diagnostics) {
+  const out = {};
+  for (const d of diagnostics) if (d.component_id) (out[d.component_id] = out[d.component_id] || []).push(d);
+  return out;
+}
+
+/** Ctrl+Z undoes, Ctrl+Shift+Z and Ctrl+Y redo (not while typing in a field, which has its own undo). */
+function useUndoKeys(history) {
+  useEffect(() => {
+    const keys = event => {
+      const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(event.target.tagName);
+      if (typing || !(event.ctrlKey || event.metaKey)) return;
+      if (event.key.toLowerCase() === 'z' && !event.shiftKey) { event.preventDefault(); history.undo(); }
+      else if ((event.key.toLowerCase() === 'z' && event.shiftKey) || event.key.toLowerCase() === 'y') { event.preventDefault(); history.redo(); }
+    };
+    document.addEventListener('keydown', keys);
+    return () => document.removeEventListener('keydown', keys);
+  });
+}
+
+/** Where a new component goes: inside the selected Iteration or Loop, else right of the selected box, else
+ * in the middle of the view. Returns {parent, position}. */
+function placeFor(flow, dsl, selected) {
+  const components = componentsOf(dsl);
+  const parent = selected && isContainer(typeOf(components[selected])) ? selected : undefined;
+  if (parent) return { parent, position: { x: 40, y: 60 } };
+  const box = document.querySelector('.editor-canvas');
+  const rect = box ? box.getBoundingClientRect() : { left: 0, top: 0, width: 600, height: 400 };
+  let position = flow.screenToFlowPosition({ x: rect.left + rect.width / 2 - 100, y: rect.top + rect.height / 2 - 30 });
+  const near = selected && (dsl.graph.nodes.find(n => n.id === selected) || {}).position;
+  if (near && components[selected] && !components[selected].parent_id) position = { x: near.x + 260, y: near.y };
+  return { parent, position };
+}
+
+/** The DSL with a new `kind` component where placeFor says, clear of the boxes there: [dsl, id, parent]. */
+function addHere(flow, dsl, drawn, kind, spec, selected) {
+  const { parent, position } = placeFor(flow, dsl, selected);
+  const rects = drawn.items.filter(i => (i.parentId || undefined) === parent && i.position)
+    .map(i => ({ x: i.position.x, y: i.position.y, w: i.width || 200, h: i.height || 60 }));
+  const [next, id] = addComponent(dsl, kind, spec ? defaultsOf(spec.schema) : {}, position, parent, rects);
+  return [next, id, parent];
+}
+
+/** Save: a new version of `agent`, or a new agent (which then opens). */
+async function saveAgent(agent, title, dsl) {
+  if (agent) {
+    await api('PUT', `/agents/${enc(agent.id)}`, { dsl, ...(title.trim() && title !== agent.title ? { title: title.trim() } : {}) });
+    notify(`Saved a new version of ${title || agent.title}.`);
+    return;
+  }
+  const created = await api('POST', '/agents', { title: title.trim(), dsl });
+  notify(`Saved ${created.title}.`);
+  location.hash = route('agents', created.id);
+}
+
+function Editor({ agent, schemas }) {
+  const start = useMemo(() => materialize(agent ? agent.dsl : emptyDsl()), [agent]);
+  const history = useHistory(start);
+  const { dsl } = history;
+  const verdict = useDiagnostics(dsl);
+  const flow = useReactFlow();
+  const [selected, setSelected] = useState(null);
+  const [title, setTitle] = useState(agent ? agent.title : '');
+  const [kind, setKind] = useState('LLM');
+  const [saving, setSaving] = useState(false);
+  const bySpec = useMemo(() => Object.fromEntries(schemas.map(s => [s.component_name, s])), [schemas]);
+  const addable = schemas.filter(s => ADDABLE.has(s.kind) && s.component_name !== 'Begin');
+  const components = componentsOf(dsl);
+
+  const problems = useMemo(() => problemsByComponent(verdict.diagnostics), [verdict]);
+  const drawn = useMemo(() => layout(dsl), [dsl]);
+  const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected);
+
+  useEffect(() => { document.title = `Edit · ${agent ? agent.title : 'new agent'} · canvas2graph`; }, [agent]);
+  useUndoKeys(history);
+  const { shown, onNodesChange } = useMoves(nodes, dsl, history, setSelected);
+  function add() {
+    const [next, id, parent] = addHere(flow, dsl, drawn, kind, bySpec[kind], selected);
+    history.change(next);
+    setSelected(id);
+    setTimeout(() => { const zoom = flow.getZoom(); flow.fitView({ nodes: [{ id }], minZoom: zoom, maxZoom: zoom, duration: 150 }); }, 60);
+    notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
+  }
+  function remove(ids) {
+    const real = ids.filter(id => components[id] && id !== 'begin');
+    if (!real.length) return;
+    history.change(deleteComponents(dsl, real));
+    if (real.includes(selected)) setSelected(null);
+    notify(`Deleted ${real.join(', ')}.`);
+  }
+  function addLink(from, to) {
+    history.change(connect(dsl, from, to));
+    notify(`Connected ${from} to ${to}.`);
+  }
+
+  async function save() {
+    if (!agent && !title.trim()) { document.getElementById('editor-title').focus(); return; }
+    setSaving(true);
+    try { await saveAgent(agent, title, dsl); } catch (e) { notify(e.message, 'error'); } finally { setSaving(false); }
+  }
+
+  const cpn = selected && components[selected];
+  const ids = Object.keys(components);
+  return (
+    <>
+      <div className="page-title">
+        <h1>{agent ? `Edit · ${agent.title}` : 'New agent'}</h1>
+        {agent ? <a className="button" href={route('agents', agent.id)}>Run</a> : null}
+        <a className="button" href="#/agents">All agents</a>
+      </div>
+      <EditorBar agent={agent} title={title} setTitle={setTitle} history={history} onSave={save} saving={saving} verdict={verdict} />
+      <div className="editor-layout">
+        <section className="card editor-main" aria-label="Canvas">
+          <Palette kinds={addable} kind={kind} setKind={setKind} onAdd={add}
+            hint={selected && isContainer(typeOf(components[selected])) ? `adds inside ${selected}` : null} />
+          <div className="canvas editor-canvas">
+            <ReactFlow nodes={shown} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
+              proOptions={{ hideAttribution: true }} deleteKeyCode={['Delete', 'Backspace']} onNodesChange={onNodesChange}
+              onNodeClick={(_, n) => setSelected(n.id)} onPaneClick={() => setSelected(null)}
+              onConnect={c => addLink(c.source, c.target)} onNodesDelete={gone => remove(gone.map(n => n.id))}
+              onEdgesDelete={gone => history.change(gone.reduce((next, e) => disconnect(next, e.source, e.target), dsl))}>
+              <Background gap={20} size={1} />
+              <Controls showInteractive={false} fitViewOptions={FIT} />
+            </ReactFlow>
+          </div>
+          <LinkForm ids={ids} onLink={addLink} />
+          <DiagnosticsBox diagnostics={verdict.diagnostics} onPick={setSelected} />
+        </section>
+        <Inspector id={selected} cpn={cpn} spec={cpn && bySpec[typeOf(cpn)]} schemas={schemas} problems={problems} ids={ids}
+          onSelect={setSelected} onRemove={remove} onDisconnect={d => history.change(disconnect(dsl, selected, d))}
+          onParams={params => history.change(setParams(dsl, selected, params), `params:${selected}`)} />
+      </div>
+    </>
+  );
+}
+
+/** React Flow's nodes and edges for the editor: every box selectable; tool boxes movable once the graph holds them. */
+function useEditorGraph(dsl, drawn, problems, selected) {
+  const nodes = useMemo(() => flowNodes(drawn.items, {}, problems, drawn.direction).map(n => ({ ...n, selected: n.id === selected,
+    draggable: (n.data.kind !== 'tool' && n.data.kind !== 'agent') || Boolean(dsl.graph && dsl.graph.nodes.some(g => g.id === n.id)) })),
+  [drawn, problems, selected, dsl]);
+  const edges = useMemo(() => flowEdges(drawn.edges, {}).map(e => ({ ...e, deletable: e.className.includes('edge-flow'), focusable: true,
+    ariaLabel: `Edge from ${e.source} to ${e.target}` })), [drawn]);
+  return { nodes, edges };
+}
+
+/** Moving boxes: React Flow's nodes follow a drag as it goes; the DSL takes the positions once it ends
+ * (a drag, or arrow keys on a selected box), one undo step per move. Enter on a focused box selects it. */
+function useMoves(nodes, dsl, history, setSelected) {
+  const [dragging, setDragging] = useState(null);
+  function onNodesChange(changes) {
+    const picked = changes.find(c => c.type === 'select' && c.selected);
+    if (picked) setSelected(picked.id);
+    const moves = changes.filter(c => c.type === 'position');
+    if (!moves.length) return;
+    const next = applyNodeChanges(moves, dragging || nodes);
+    if (moves.some(c => c.dragging)) { setDragging(next); return; }
+    setDragging(null);
+    const positions = Object.fromEntries(moves.filter(c => c.position).map(c => [c.id, c.position]));
+    if (Object.keys(positions).length) history.change(moveNodes(dsl, positions));
+  }
+  return { shown: dragging || nodes, onNodesChange };
+}
+
+/** Every diagnostic of the check, open while there are errors; a component in it selects that box. */
+function DiagnosticsBox({ diagnostics, onPick }) {
+  const errors = diagnostics.filter(d => d.severity === 'error').length;
+  return (
+    <details className="diagnostics-box" open={errors > 0}>
+      <summary>Diagnostics ({diagnostics.length})</summary>
+      {diagnostics.length ? <DiagnosticsTable diagnostics={diagnostics} onPick={onPick} /> : <p className="ok">No problems.</p>}
+    </details>
+  );
+}
+
+function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict }) {
+  const errors = verdict.diagnostics.filter(d => d.severity === 'error').length;
+  return (
+    <div className="editor-bar card" role="toolbar" aria-label="Editor">
+      <label htmlFor="editor-title" className="inline-label">Title</label>
+      <input id="editor-title" type="text" value={title} onChange={e => setTitle(e.target.value)} required={!agent} />
+      <button type="button" onClick={history.undo} disabled={!history.canUndo}>Undo</button>
+      <button type="button" onClick={history.redo} disabled={!history.canRedo}>Redo</button>
+      <button type="button" className="primary" onClick={onSave} disabled={saving}>{agent ? 'Save as a new version' : 'Save agent'}</button>
+      <span className={`check-state ${errors ? 'error' : 'ok'}`} role="status">
+        {verdict.checking ? 'Checking…' : errors ? `${errors} error${errors > 1 ? 's' : ''}` : 'Compiles'}
+      </span>
+    </div>
+  );
+}
+
+function Palette({ kinds, kind, setKind, onAdd, hint }) {
+  return (
+    <form className="palette" onSubmit={e => { e.preventDefault(); onAdd(); }}>
+      <label htmlFor="palette-kind" className="inline-label">Component</label>
+      <select id="palette-kind" value={kind} onChange={e => setKind(e.target.value)}>
+        {kinds.map(s => <option key={s.component_name} value={s.component_name}>{s.component_name}</option>)}
+      </select>
+      <button type="submit">Add component</button>
+      <span className="muted hint">{hint || 'Drag from a box\'s right handle to another box to connect them; Delete removes the selection.'}</span>
+    </form>
+  );
+}
+
+/** "Connect A to B", the keyboard's way to draw an edge. */
+function LinkForm({ ids, onLink }) {
+  const [link, setLink] = useState({ from: '', to: '' });
+  const submit = event => {
+    event.preventDefault();
+    if (link.from && link.to) onLink(link.from, link.to);
+  };
+  return (
+    <form className="link-form" onSubmit={submit} aria-label="Connect two components">
+      <label htmlFor="link-from" className="inline-label">Connect</label>
+      <select id="link-from" value={link.from} onChange={e => setLink({ ...link, from: e.target.value })}>
+        <option value="">(from)</option>{ids.map(id => <option key={id} value={id}>{id}</option>)}
+      </select>
+      <label htmlFor="link-to" className="inline-label">to</label>
+      <select id="link-to" value={link.to} onChange={e => setLink({ ...link, to: e.target.value })}>
+        <option value="">(to)</option>{ids.map(id => <option key={id} value={id}>{id}</option>)}
+      </select>
+      <button type="submit">Connect</button>
+    </form>
+  );
+}
+
+/** The selected component's params, its delete and disconnect buttons; with none selected, the list. */
+function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, onDisconnect, onParams }) {
+  return (
+    <aside className="card inspector" aria-labelledby="inspector-title">
+      <h2 id="inspector-title">{cpn ? id : 'Components'}</h2>
+      {cpn ? (<>
+        <p className="muted">{typeOf(cpn)}{cpn.parent_id ? ` · inside ${cpn.parent_id}` : ''}</p>
+        <div className="buttons">
+          {id !== 'begin' ? <button type="button" className="danger" onClick={() => onRemove([id])}>Delete {id}</button> : null}
+          {(cpn.downstream || []).map(d => <button key={d} type="button" onClick={() => onDisconnect(d)}>Disconnect {d}</button>)}
+          <button type="button" onClick={() => onSelect(null)}>Close</button>
+        </div>
+        <ParamsForm key={id} componentId={id} spec={spec} params={(cpn.obj || {}).params || {}} schemas={schemas}
+          problems={problems[id] || []} onChange={onParams} />
+      </>) : (
+        <ul className="component-picker">
+          {ids.map(c => (
+            <li key={c}><button type="button" className="link" onClick={() => onSelect(c)}>{c}</button>
+              {problems[c] ? <span className="error"> · {problems[c].length} problem{problems[c].length > 1 ? 's' : ''}</span> : null}</li>
+          ))}
+        </ul>
+      )}
+    </aside>
+  );
+}
+
+/** The defaults a params schema declares (what a new component starts with). */
+function defaultsOf(schema) {
+  const out = {};
+  const skip = new Set(['inputs', 'outputs', 'debug_inputs']);
+  for (const [name, prop] of Object.entries((schema && schema.properties) || {})) {
+    if (!skip.has(name) && prop && prop.default !== undefined) out[name] = prop.default;
+  }
+  return out;
+}

@@ -1,0 +1,162 @@
+// A component's params as a form generated from the JSON schema of its params model (GET /components):
+// text, numbers, switches and choices as their own controls, anything structured as JSON checked as it is
+// typed. The fields every component inherits (retries, exception handling...) sit under "Advanced". An
+// Agent's tools are a list of tool entries, each with its own generated form. Diagnostics that name a
+// field (`params.llm_id`) show under it.
+import { useEffect, useId, useState } from 'react';
+import { fieldLabel } from './forms.jsx';
+import { jsonError, pretty } from './util.js';
+
+const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
+  max_rounds: 'Most tool rounds', max_tokens: 'Most tokens', top_p: 'Top p', mcp: 'MCP servers' };
+const LONG = /prompt|content|text|script|sql|query|description|tips|template|code|instruction/i;
+
+/** A property's schema with `$ref` followed and `anyOf [X, null]` reduced to X. */
+function resolve(schema, defs) {
+  let s = schema || {};
+  for (let i = 0; i < 5; i++) {
+    if (s.$ref) s = { ...defs[s.$ref.split('/').pop()], ...s, $ref: undefined };
+    else if (Array.isArray(s.anyOf)) {
+      const real = s.anyOf.filter(v => v && v.type !== 'null');
+      s = real.length === 1 ? { ...s, ...real[0], anyOf: undefined } : { ...s, anyOf: undefined, type: undefined, nullable: true };
+    } else break;
+  }
+  return s;
+}
+
+function JsonField({ id, value, onChange, invalid, describedBy }) {
+  const shown = v => (v === undefined ? '' : pretty(v));
+  const [text, setText] = useState(shown(value));
+  const [error, setError] = useState('');
+  useEffect(() => { setText(shown(value)); setError(''); }, [JSON.stringify(value)]);     // eslint-disable-line react-hooks/exhaustive-deps
+  return (
+    <>
+      <textarea id={id} rows={Math.min(10, Math.max(2, text.split('\n').length))} spellCheck="false" value={text} placeholder="JSON"
+        aria-invalid={invalid || Boolean(error)} aria-describedby={describedBy}
+        onChange={e => {
+          setText(e.target.value);
+          if (!e.target.value.trim()) { setError(''); onChange(undefined); return; }
+          try { const parsed = JSON.parse(e.target.value); setError(''); onChange(parsed); } catch (err) { setError(jsonError(e.target.value, err)); }
+        }} />
+      {error ? <p className="field-error">{error}</p> : null}
+    </>
+  );
+}
+
+function Control({ id, name, schema, value, onChange, invalid, describedBy }) {
+  const current = value === undefined ? schema.default : value;
+  const common = { id, 'aria-invalid': invalid || undefined, 'aria-describedby': describedBy };
+  if (Array.isArray(schema.enum)) {
+    return (
+      <select {...common} value={current === undefined || current === null ? '' : String(current)}
+        onChange={e => onChange(e.target.value === '' ? null : schema.enum.find(v => String(v) === e.target.value))}>
+        <option value="">(none)</option>
+        {schema.enum.map(v => <option key={String(v)} value={String(v)}>{String(v)}</option>)}
+      </select>
+    );
+  }
+  if (schema.type === 'boolean') return <input {...common} type="checkbox" checked={Boolean(current)} onChange={e => onChange(e.target.checked)} />;
+  if (schema.type === 'integer' || schema.type === 'number') {
+    return <input {...common} type="number" step={schema.type === 'integer' ? '1' : 'any'} min={schema.minimum} max={schema.maximum}
+      value={current === undefined || current === null ? '' : current}
+      onChange={e => onChange(e.target.value === '' ? null : Number(e.target.value))} />;
+  }
+  if (schema.type === 'string' && (typeof current === 'string' || current === undefined || current === null)) {
+    const text = current || '';
+    if (LONG.test(name) || text.includes('\n') || text.length > 60) {
+      return <textarea {...common} rows={Math.min(8, Math.max(3, text.split('\n').length))} value={text} onChange={e => onChange(e.target.value)} />;
+    }
+    return <input {...common} type="text" value={text} onChange={e => onChange(e.target.value)} />;
+  }
+  return <JsonField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
+}
+
+function Field({ name, schema, value, onChange, problems, prefix }) {
+  const id = `${prefix}-${name.replace(/[^\w-]/g, '_')}`;
+  const mine = problems.filter(p => p.field === `params.${name}` || (p.field || '').startsWith(`params.${name}.`));
+  const help = schema.description ? `${id}-help` : undefined;
+  const errs = mine.length ? `${id}-problems` : undefined;
+  const label = <label htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
+  const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0}
+    describedBy={[help, errs].filter(Boolean).join(' ') || undefined} />;
+  return (
+    <div className={`param-field type-${schema.type || 'json'}${mine.length ? ' has-problem' : ''}`} data-field={`params.${name}`}>
+      {schema.type === 'boolean' ? <div className="field-boolean">{control}{label}</div> : <>{label}{control}</>}
+      {help ? <p id={help} className="muted help">{schema.description}</p> : null}
+      {mine.length ? <ul id={errs} className="field-problems">{mine.map((p, i) => <li key={i} className={`severity-${p.severity}`}>{p.message}</li>)}</ul> : null}
+    </div>
+  );
+}
+
+function ToolsField({ value, onChange, schemas, problems, prefix }) {
+  const tools = Array.isArray(value) ? value : [];
+  const choices = schemas.filter(s => s.kind === 'tool' || s.component_name === 'Agent' || s.component_name === 'Retrieval');
+  const [pick, setPick] = useState(choices[0] ? choices[0].component_name : '');
+  const byName = Object.fromEntries(schemas.map(s => [s.component_name, s]));
+  const change = (i, entry) => onChange(tools.map((t, j) => (j === i ? entry : t)));
+  return (
+    <fieldset className="tools-field" data-field="params.tools">
+      <legend>Tools and sub-agents</legend>
+      {tools.map((tool, i) => {
+        const spec = byName[tool.component_name];
+        return (
+          <details key={i} className="tool-entry" open>
+            <summary>{tool.name || tool.component_name}</summary>
+            <div className="buttons">
+              <label htmlFor={`${prefix}-tool-${i}-name`} className="inline-label">Name</label>
+              <input id={`${prefix}-tool-${i}-name`} type="text" value={tool.name || ''} onChange={e => change(i, { ...tool, name: e.target.value })} />
+              <button type="button" className="danger" onClick={() => onChange(tools.filter((_, j) => j !== i))}>Remove {tool.name || tool.component_name}</button>
+            </div>
+            {spec ? <ParamsFields schema={spec.schema} common={spec.common} params={tool.params || {}} schemas={schemas}
+              problems={problems.filter(p => (p.field || '').startsWith(`params.tools.${i}.`)).map(p => ({ ...p, field: p.field.replace(`params.tools.${i}.`, '') }))}
+              onChange={params => change(i, { ...tool, params })} prefix={`${prefix}-tool-${i}`} />
+              : <p className="muted">{tool.component_name}: no form for this tool.</p>}
+          </details>
+        );
+      })}
+      <div className="buttons">
+        <label htmlFor={`${prefix}-new-tool`} className="inline-label">Tool</label>
+        <select id={`${prefix}-new-tool`} value={pick} onChange={e => setPick(e.target.value)}>
+          {choices.map(c => <option key={c.component_name} value={c.component_name}>{c.component_name}</option>)}
+        </select>
+        <button type="button" onClick={() => onChange([...tools, { component_name: pick, name: pick, params: {} }])}>Add tool</button>
+      </div>
+    </fieldset>
+  );
+}
+
+/** The fields of one params object. `problems` name fields as `params.<name>...`. */
+export function ParamsFields({ schema, common = [], params, onChange, problems = [], schemas = [], prefix }) {
+  const defs = (schema && schema.$defs) || {};
+  const props = (schema && schema.properties) || {};
+  const names = Object.keys(props);
+  const extra = Object.keys(params || {}).filter(k => !props[k]);
+  const set = (name, v) => onChange({ ...(params || {}), [name]: v });
+  const field = name => {
+    if (name === 'tools' && schemas.length) {
+      return <ToolsField key={name} value={params[name]} onChange={v => set(name, v)} schemas={schemas} problems={problems} prefix={prefix} />;
+    }
+    return <Field key={name} name={name} schema={resolve(props[name] || {}, defs)} value={(params || {})[name]} onChange={v => set(name, v)}
+      problems={problems} prefix={prefix} />;
+  };
+  const own = names.filter(n => !common.includes(n));
+  const shared = names.filter(n => common.includes(n));
+  return (
+    <div className="params-fields">
+      {own.map(field)}
+      {extra.length ? <details className="extra-fields"><summary>Other fields ({extra.length})</summary>{extra.map(field)}</details> : null}
+      {shared.length ? <details className="advanced"><summary>Advanced</summary>{shared.map(field)}</details> : null}
+    </div>
+  );
+}
+
+export function ParamsForm({ componentId, spec, params, onChange, problems, schemas }) {
+  const prefix = `p${useId().replace(/:/g, '')}`;
+  if (!spec) return <p className="muted">No params model for this component.</p>;
+  return (
+    <form className="params-form" aria-label={`Params of ${componentId}`} onSubmit={e => e.preventDefault()}>
+      <ParamsFields schema={spec.schema} common={spec.common} params={params || {}} onChange={onChange} problems={problems}
+        schemas={schemas} prefix={prefix} />
+    </form>
+  );
+}

@@ -1,0 +1,203 @@
+// The run page: the chat streaming the answer, the agent on its canvas lighting up as events arrive,
+// Begin / UserFillUp forms (the composer waits while one is open), Cancel, and the agent's sessions
+// (reopening one shows its history and the canvas as its last turn left it).
+import { useEffect, useRef, useState } from 'react';
+import { api } from './api.js';
+import { RunCanvas } from './canvas.jsx';
+import { Chat } from './chat.jsx';
+import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
+import { fieldLabel } from './forms.jsx';
+import { statesFromSteps, stepsOfTurn } from './runstate.js';
+import { SessionsPanel } from './sessions.jsx';
+import { useTurn } from './turns.js';
+import { plainError, route } from './util.js';
+
+const enc = encodeURIComponent;
+
+/** A form's answer as the user's message: "Feedback: shorter". */
+function answerText(answer, inputs) {
+  return Object.entries(answer).map(([k, v]) => {
+    const value = Array.isArray(v.value) ? v.value.map(f => f.name || f.id).join(', ') : v.value;
+    return `${fieldLabel(k, (inputs || {})[k])}: ${value}`;
+  }).join('\n');
+}
+
+const outcomeText = o => (o.cancelled ? 'Cancelled.' : o.failed ? 'Finished with an error.'
+  : o.paused ? 'Paused: the agent waits for your answer to its form.' : 'Finished.');
+
+/** The agent's sessions, and the one this page shows: a turn without one starts it, and the page takes
+ * its id (the URL follows, without a new page). */
+function useSessions(agentId, session) {
+  const [sessionId, setSessionId] = useState(session ? session.id : null);
+  const [sessions, setSessions] = useState([]);
+  const sessionRef = useRef(sessionId);
+  async function loadSessions() {
+    setSessions(await api('GET', `/agents/${enc(agentId)}/sessions?dsl=false&page_size=100`).catch(() => []));
+  }
+  function adopt(id) {
+    if (sessionRef.current === id) return;
+    sessionRef.current = id;
+    setSessionId(id);
+    history.replaceState(null, '', route('agents', agentId, 'sessions', id));
+    loadSessions();
+  }
+  return { sessionId, sessionRef, sessions, loadSessions, adopt };
+}
+
+function RunHeader({ agent, sessionId, showProblems }) {
+  return (<>
+    <div className="page-title">
+      <h1>{agent.title}</h1>
+      {sessionId ? <a className="button" href={route('agents', agent.id, 'sessions', sessionId, 'trace')}>Trace of this session</a> : null}
+      <a className="button" href={route('agents', agent.id, 'edit')}>Edit on the canvas</a>
+      <a className="button" href={route('agents', agent.id, 'evaluations')}>Evaluations</a>
+      <a className="button" href="#/agents">All agents</a>
+    </div>
+    {showProblems ? (
+      <section className="card" aria-labelledby="problems-title">
+        <h2 id="problems-title" className="error">This agent does not compile: fix its DSL before running it</h2>
+        <DiagnosticsTable diagnostics={agent.diagnostics} />
+      </section>
+    ) : null}
+  </>);
+}
+
+/** A reopened session's messages into the chat: a fork's question as what it is, an empty turn in words. */
+function replayHistory(session, dispatch) {
+  for (const m of session.messages || []) {
+    if (m.role === 'user' && m.fork) {
+      // a fork ran a past turn again: say so instead of showing its old question as a new one
+      const edited = m.fork.query !== undefined ? ` with the question “${m.fork.query}”` : '';
+      dispatch({ type: 'notice', level: 'meta', text: `Run again from ${m.fork.component_id}${edited}.` });
+    } else if (m.role === 'user' && !m.content) dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
+    else if (m.role === 'assistant' && !m.content) dispatch({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' });
+    else dispatch({ type: 'message', role: m.role, content: m.content, reference: m.reference });
+  }
+}
+
+/** The canvas as a reopened session's last turn left it; a paused one asks its form again (the trace
+ * names the step it waits on). */
+function resumePaused(agentId, sessionId, dsl, turn, askForm, setStatus) {
+  api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}/trace`).then(trace => {
+    const last = (trace.turns || []).at(-1);
+    if (!last || turn.running) return;
+    turn.setStates(statesFromSteps(stepsOfTurn(trace.turns, last), dsl, last.status));
+    const step = last.status === 'paused' && (last.steps || []).at(-1);
+    if (!step) return;
+    const declared = (((dsl.components || {})[step.component_id] || {}).obj || {}).params || {};
+    const form = step.form || { inputs: declared.inputs || {} };
+    askForm(form.inputs || {}, form.tips || '');
+    setStatus('Paused: the agent waits for your answer to its form.');
+  }).catch(() => {});
+}
+
+/** The message box: disabled while a form waits (the form has the focus), Enter sends, Shift+Enter breaks. */
+function Composer({ text, setText, formWaiting, running, box, onSubmit, onCancel }) {
+  return (
+    <form className="composer" aria-label="Chat input" onSubmit={onSubmit}>
+      <label htmlFor="query">Your message</label>
+      <textarea id="query" ref={box} rows={2} value={text} disabled={formWaiting}
+        placeholder={formWaiting ? 'Answer the form above first' : 'Ask the agent…'}
+        aria-describedby={formWaiting ? 'composer-wait' : undefined}
+        onChange={e => setText(e.target.value)}
+        onKeyDown={e => { if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) onSubmit(e); }} />
+      {formWaiting ? <p id="composer-wait" className="muted">The agent waits for the form above.</p> : null}
+      <div className="buttons">
+        <button type="submit" className="primary" disabled={formWaiting || running}>Send</button>
+        <button type="button" className="danger" disabled={!running} onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  );
+}
+
+export function RunPage({ agentId, sessionId, onAuthLost }) {
+  const page = useLoad(async () => {
+    const agent = await api('GET', `/agents/${enc(agentId)}`);
+    const session = sessionId ? await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}`) : null;
+    return { agent, session };
+  }, [agentId, sessionId], onAuthLost);
+  if (page.error) return <PageError error={page.error} />;
+  if (!page.data) return <Loading />;
+  return <RunView key={`${agentId}/${sessionId || ''}`} agent={page.data.agent} session={page.data.session} />;
+}
+
+function RunView({ agent, session }) {
+  const agentId = agent.id;
+  const dsl = (session && session.dsl) || agent.dsl;
+  const begin = (((dsl.components || {}).begin || {}).obj || {}).params || {};
+  const turn = useTurn(dsl);
+  const { sessionId, sessionRef, sessions, loadSessions, adopt } = useSessions(agentId, session);
+  const [status, setStatus] = useState('');
+  const [text, setText] = useState('');
+  const queryBox = useRef(null);
+  const formWaiting = turn.items.some(i => i.kind === 'form' && !i.done);
+
+  function askForm(inputs, tips, title = 'The agent asks', submitLabel = 'Send answer') {
+    turn.dispatch({ type: 'form', form: { title, tips, inputs, submitLabel, onSubmit: answer => run('', answer, inputs) } });
+  }
+
+  async function run(query, answer, inputs) {
+    if (turn.running) return;
+    setStatus('Running…');
+    turn.dispatch({ type: 'forms-done' });
+    if (query || answer) turn.dispatch({ type: 'message', role: 'user', content: query || answerText(answer, inputs) });
+    const body = { agent_id: agentId, query, stream: true, ...(sessionRef.current ? { session_id: sessionRef.current } : {}),
+      ...(answer ? { inputs: answer } : {}) };
+    try {
+      const outcome = await turn.play('/agents/chat/completions', body, {
+        onSession: adopt, onForm: data => askForm(data.inputs || {}, data.tips || '') });
+      if (outcome) setStatus(outcomeText(outcome));
+    } catch (e) {
+      if (e.name !== 'AbortError') { turn.dispatch({ type: 'notice', level: 'error', text: plainError(e.message) }); setStatus('Failed.'); }
+    } finally {
+      loadSessions();
+    }
+  }
+
+  // the history, or a new session's greeting and Begin form
+  useEffect(() => {
+    loadSessions();
+    if (session) {
+      replayHistory(session, turn.dispatch);
+      resumePaused(agentId, session.id, dsl, turn, askForm, setStatus);
+    } else {
+      if (begin.prologue) turn.dispatch({ type: 'message', role: 'assistant', content: begin.prologue });
+      if (begin.inputs && typeof begin.inputs === 'object' && Object.keys(begin.inputs).length) askForm(begin.inputs, '', 'Before you start', 'Start');
+      else setTimeout(() => queryBox.current && queryBox.current.focus(), 0);
+    }
+    return () => turn.abort();
+  }, []);       // eslint-disable-line react-hooks/exhaustive-deps
+
+  async function cancel() {
+    if (!sessionRef.current) return;
+    try { await api('POST', `/tasks/${enc(sessionRef.current)}/cancel`); setStatus('Cancelling…'); } catch (e) { notify(e.message, 'error'); }
+  }
+
+  function submit(event) {
+    event.preventDefault();
+    if (formWaiting || turn.running) return;
+    if (!text.trim()) { queryBox.current.focus(); return; }
+    setText('');
+    run(text);
+  }
+
+  const openStep = id => (sessionRef.current ? (location.hash = route('agents', agentId, 'sessions', sessionRef.current, 'trace', id))
+    : notify('Run the agent first: a component has a step once it ran.'));
+
+  return (
+    <>
+      <RunHeader agent={agent} sessionId={sessionId} showProblems={agent.compiles === false && !session} />
+      <div className="run-layout">
+        <SessionsPanel agentId={agentId} sessions={sessions} current={sessionId} onChanged={loadSessions} />
+        <section className="card chat" aria-labelledby="chat-title">
+          <h2 id="chat-title">Chat</h2>
+          <Chat items={turn.items} agentId={agentId} onError={m => notify(m, 'error')} />
+          <p className="run-status muted" role="status">{status}</p>
+          <Composer text={text} setText={setText} formWaiting={formWaiting} running={turn.running} box={queryBox}
+            onSubmit={submit} onCancel={cancel} />
+        </section>
+        <RunCanvas dsl={dsl} states={turn.states} onOpen={openStep} />
+      </div>
+    </>
+  );
+}

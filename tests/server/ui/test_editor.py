@@ -1,0 +1,214 @@
+"""The canvas editor in Debian's Chromium against a real `canvas2graph serve`: building an agent from Begin
+alone (add, connect, params from the params model, live diagnostics on boxes and fields, save, run), moving
+with undo and redo, deleting, saving a new version, Iteration bodies as groups, an Agent's tools, the
+round trip of every RAGFlow template's `graph`, by keyboard and at 400 pixels."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.server.helpers import REPO, Api
+from tests.server.ui.test_inspector import CHAT_DSL, send
+
+RAGFLOW_TEMPLATES = sorted((REPO / "canvas2graph" / "templates" / "ragflow").glob("*.json"))
+
+
+def node(b, cid: str):
+    return b.page.locator(f'.editor-canvas .react-flow__node[data-id="{cid}"]')
+
+
+def press(b, name: str) -> None:
+    """A button pressed from the keyboard."""
+    b.page.get_by_role("button", name=name, exact=True).focus()
+    b.page.keyboard.press("Enter")
+
+
+def fresh_editor(browsing, token: str, width: int = 1280):
+    b = browsing(width=width)
+    b.sign_in(token)
+    b.page.goto(b.server.url + "/#/new")
+    expect(node(b, "begin")).to_be_visible()
+    return b
+
+
+def test_an_agent_built_on_the_canvas_by_keyboard_checks_live_saves_and_runs(browsing, ui_server, alice_token):
+    b = fresh_editor(browsing, alice_token)
+    b.page.get_by_label("Title").fill("Built here")
+    # add an LLM: it is selected, its params form comes from its params model, and its empty model is an
+    # error on the box and on the field
+    b.page.get_by_label("Component", exact=True).select_option("LLM")
+    press(b, "Add component")
+    expect(node(b, "LLM:1")).to_be_visible()
+    expect(b.page.get_by_role("heading", name="LLM:1")).to_be_visible()
+    expect(node(b, "LLM:1").locator(".c2g-node")).to_have_class(__import__("re").compile("has-error"))
+    model = b.page.get_by_label("llm_id")
+    expect(model).to_have_attribute("aria-invalid", "true")
+    expect(b.page.locator('.param-field[data-field="params.llm_id"] .field-problems')).to_contain_text("llm_id is empty")
+    b.shot("diagnostics-live")
+    model.fill("gpt-4o@OpenAI")
+    expect(b.page.locator('.param-field[data-field="params.llm_id"] .field-problems')).to_have_count(0)
+    b.page.get_by_label("prompts").fill('[{"role": "user", "content": "{sys.query}"}]')
+    # a Message that shows the LLM's answer
+    b.page.get_by_role("button", name="Close").click()
+    b.page.get_by_label("Component", exact=True).select_option("Message")
+    press(b, "Add component")
+    b.page.get_by_label("content").fill('["Built: {LLM:1@content}"]')
+    # connect begin -> LLM:1 -> Message:1 with the connect form
+    for source, target in (("begin", "LLM:1"), ("LLM:1", "Message:1")):
+        b.page.get_by_label("Connect", exact=True).select_option(source)
+        b.page.get_by_label("to", exact=True).select_option(target)
+        press(b, "Connect")
+    expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="LLM:1->Message:1"]')).to_have_count(1)
+    expect(b.page.locator(".check-state")).to_have_text("Compiles")
+    b.shot("built")
+    press(b, "Save agent")
+    # the new agent opens, and runs what was drawn
+    expect(b.page.get_by_role("heading", level=1, name="Built here")).to_be_visible()
+    send(b, "hello")
+    expect(b.page.locator(".message.assistant").last).to_contain_text("Built:Answer 1 from LLM:1.")
+    agent_id = b.page.url.split("#/agents/")[1].split("/")[0]
+    dsl = Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["dsl"]
+    assert dsl["components"]["begin"]["downstream"] == ["LLM:1"]
+    graph_ids = {n["id"]: n for n in dsl["graph"]["nodes"]}
+    assert set(graph_ids) == {"begin", "LLM:1", "Message:1"}
+    assert graph_ids["LLM:1"]["type"] == "ragNode" and graph_ids["LLM:1"]["data"]["form"]["llm_id"] == "gpt-4o@OpenAI"
+    assert {(e["source"], e["target"]) for e in dsl["graph"]["edges"]} == {("begin", "LLM:1"), ("LLM:1", "Message:1")}
+    assert b.errors == []
+
+
+def test_moving_undo_redo_delete_and_save_a_new_version(browsing, ui_server, alice_token):
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(CHAT_DSL, "Movable")
+    versions = len(alice.ok("GET", f"/agents/{agent_id}/versions"))
+    b = browsing()
+    b.sign_in(alice_token)
+    b.page.get_by_role("link", name="Edit Movable on the canvas").click()
+    llm = node(b, "LLM:A")
+    expect(llm).to_be_visible()
+    before = llm.bounding_box()
+    b.page.mouse.move(before["x"] + 60, before["y"] + 20)
+    b.page.mouse.down()
+    b.page.mouse.move(before["x"] + 60, before["y"] + 140, steps=8)
+    b.page.mouse.up()
+    moved = llm.bounding_box()
+    assert moved["y"] > before["y"] + 60
+    press(b, "Undo")
+    expect(llm).to_have_attribute("style", __import__("re").compile("."))
+    assert abs(llm.bounding_box()["y"] - before["y"]) < 2
+    press(b, "Redo")
+    assert abs(llm.bounding_box()["y"] - moved["y"]) < 2
+    # by keyboard: a focused, selected box moves with the arrow keys
+    llm.focus()
+    b.page.keyboard.press("Enter")
+    for _ in range(4):
+        b.page.keyboard.press("ArrowRight")
+    expect(b.page.get_by_role("heading", name="LLM:A")).to_be_visible()
+    assert llm.bounding_box()["x"] > moved["x"] + 5
+    press(b, "Undo")
+    # delete Message:M with the Delete key: the box and its edge go
+    node(b, "Message:M").click()
+    b.page.keyboard.press("Delete")
+    expect(node(b, "Message:M")).to_have_count(0)
+    expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="LLM:A->Message:M"]')).to_have_count(0)
+    press(b, "Undo")
+    expect(node(b, "Message:M")).to_have_count(1)
+    press(b, "Save as a new version")
+    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    assert len(alice.ok("GET", f"/agents/{agent_id}/versions")) == versions + 1
+    dsl = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
+    assert set(dsl["components"]) == set(CHAT_DSL["components"])
+    positions = {n["id"]: n["position"] for n in dsl["graph"]["nodes"]}
+    assert set(positions) == set(CHAT_DSL["components"])         # every component got a position
+    assert b.errors == []
+
+
+def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(browsing, ui_server, alice_token):
+    b = fresh_editor(browsing, alice_token)
+    b.page.get_by_label("Component", exact=True).select_option("Iteration")
+    press(b, "Add component")
+    group = node(b, "Iteration:1")
+    expect(node(b, "IterationItem:1")).to_be_visible()
+    # with the Iteration selected, a new component goes inside it
+    b.page.get_by_label("Component", exact=True).select_option("StringTransform")
+    press(b, "Add component")
+    # drawn inside the group once the view settles (it scrolls to the new box)
+    b.page.wait_for_function("""() => {
+        const box = id => document.querySelector(`.editor-canvas .react-flow__node[data-id="${id}"]`).getBoundingClientRect();
+        const i = box('StringTransform:1'), o = box('Iteration:1');
+        return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
+    }""", timeout=5000)
+    b.page.get_by_role("button", name="Close").click()
+    # an Agent with a tool: the tool's own params form, and the tool drawn below the Agent
+    b.page.get_by_label("Component", exact=True).select_option("Agent")
+    press(b, "Add component")
+    tools = b.page.locator("fieldset.tools-field")
+    tools.get_by_label("Tool", exact=True).select_option("TavilySearch")
+    press(b, "Add tool")
+    entry = tools.locator("details.tool-entry")
+    expect(entry).to_have_count(1)
+    expect(entry.get_by_label("api_key")).to_be_visible()
+    expect(b.page.locator('.editor-canvas .react-flow__node[data-id="Agent:1::tools"]')).to_contain_text("TavilySearch")
+    b.shot("groups-and-tools")
+    assert b.errors == []
+
+
+@pytest.mark.parametrize("path", RAGFLOW_TEMPLATES, ids=[p.stem for p in RAGFLOW_TEMPLATES])
+def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, alice_token, path):
+    """Opened and saved unchanged, the DSL keeps RAGFlow's `graph` as it was; a moved box changes only its
+    own position."""
+    dsl = json.loads(path.read_text(encoding="utf-8"))["dsl"]
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(dsl, f"Round trip {path.stem}")
+    b = browsing()
+    b.sign_in(alice_token)
+    b.page.goto(f"{b.server.url}/#/agents/{agent_id}/edit")
+    expect(node(b, "begin")).to_be_visible()
+    press(b, "Save as a new version")
+    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    saved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
+    assert saved["graph"] == dsl["graph"]
+    assert saved["components"] == dsl["components"]
+    # move begin: only its position changes
+    box = node(b, "begin").bounding_box()
+    b.page.mouse.move(box["x"] + 30, box["y"] + 15)
+    b.page.mouse.down()
+    b.page.mouse.move(box["x"] + 30, box["y"] + 95, steps=6)
+    b.page.mouse.up()
+    press(b, "Save as a new version")
+    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    moved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]["graph"]
+    was = {n["id"]: n for n in dsl["graph"]["nodes"]}
+    now = {n["id"]: n for n in moved["nodes"]}
+    assert now["begin"]["position"]["y"] > was["begin"]["position"]["y"]
+    assert {k: v for k, v in now["begin"].items() if k != "position"} == {k: v for k, v in was["begin"].items() if k != "position"}
+    assert {i: n for i, n in now.items() if i != "begin"} == {i: n for i, n in was.items() if i != "begin"}
+    assert moved["edges"] == dsl["graph"]["edges"]
+
+
+def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_server, alice_token):
+    kinds = [c for c in Api(ui_server, alice_token).ok("GET", "/components")
+             if c["kind"] in ("component", "container", "exit", "tool") and c["component_name"] != "Begin"]
+    assert len(kinds) > 35
+    b = fresh_editor(browsing, alice_token)
+    for spec in kinds:
+        name = spec["component_name"]
+        b.page.get_by_label("Component", exact=True).select_option(name)
+        press(b, "Add component")
+        form = b.page.get_by_role("form", name=f"Params of {name}:1")
+        expect(form).to_be_visible()
+        own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
+        expect(form.locator(".param-field, fieldset.tools-field")).to_have_count(len(own) + len(spec["common"]))
+        b.page.get_by_role("button", name="Close").click()
+    assert b.errors == []
+
+
+def test_the_editor_reads_at_400_pixels(browsing, alice_token):
+    b = fresh_editor(browsing, alice_token, width=400)
+    b.page.get_by_label("Component", exact=True).select_option("LLM")
+    press(b, "Add component")
+    expect(b.page.get_by_label("llm_id")).to_be_visible()
+    assert b.page.evaluate("document.documentElement.scrollWidth") <= 400
+    b.shot("narrow-editor")
+    assert b.errors == []
