@@ -111,6 +111,10 @@ class RunContext:
     # a fork's edits, component id -> {"inputs": {ref: value}} or {"outputs": {...}}: the component's next
     # step in this run takes them (runtime/trace.py)
     overrides: dict[str, Any] = field(default_factory=dict)
+    # one future per pending generation (its producer and that run's `_created_time`) that a reader started:
+    # a Message streaming it and a component reading it in the same step share one model call
+    # (nodes.base.shared_generation)
+    generations: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def extras(self) -> dict[str, Any]:

@@ -236,12 +236,21 @@ def fill_default_llm(doc: Any, llm_id: str) -> Any:
 
     RAGFlow's templates ship several agents with an empty `llm_id`, which its engine refuses until a
     user picks a model in the editor; this is that choice, made once for the whole canvas.
+
+    A document nested deeper than MAX_DEPTH is returned unchanged: `load_dsl` refuses it with a
+    `too-deep` diagnostic, and descending into it here would only risk a RecursionError first.
     """
+    if not _check_depth(doc):
+        return doc
+    return _fill(doc, llm_id)
+
+
+def _fill(doc: Any, llm_id: str) -> Any:
     if isinstance(doc, list):
-        return [fill_default_llm(v, llm_id) for v in doc]
+        return [_fill(v, llm_id) for v in doc]
     if not isinstance(doc, dict):
         return doc
-    out = {k: fill_default_llm(v, llm_id) for k, v in doc.items()}
+    out = {k: _fill(v, llm_id) for k, v in doc.items()}
     params = out.get("params")
     if out.get("component_name") in MODEL_COMPONENTS and isinstance(params, dict) \
             and not str(params.get("llm_id") or "").strip():

@@ -58,6 +58,8 @@ class Result:
 
 class Node:
     component_type: str = ""
+    # the outputs RAGFlow's param class declares whatever the DSL says: a failed component lists them, None
+    param_outputs: tuple[str, ...] = ()
     thoughts_text: str = ""
     role: str | None = None        # "container" (Iteration, Loop), "start" (their items), "exit" (ExitLoop)
     start_type: str = ""           # for containers: the component_name of their start item
@@ -73,7 +75,19 @@ class Node:
         # RAGFlow reports every output the DSL declares, None until the component sets it (SPEC 2.2)
         declared = params.outputs if isinstance(params.outputs, dict) else {}
         self.declared = {k: None for k, v in declared.items() if isinstance(v, dict) and "ref" not in v}
+        # ...and a failed one lists every output its param class and the DSL declare, None, beside `_ERROR`
+        # (RAGFlow's outputs are its param's `outputs` dict, reset to None at the start of the turn)
+        self.absent = {**{k: None for k in self.param_outputs}, **{k: None for k in declared if isinstance(k, str)}}
         self.prepare()
+
+    def outputs_when_failed(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What a failed component lists beside `_ERROR`: every output it declares at its value so far this
+        turn: None until set, the previous pass's value in a later pass of an Iteration or Loop, where the
+        keys an earlier pass set are listed too (RAGFlow's outputs are its param's `outputs` dict, reset at
+        the start of a turn, not between passes)."""
+        now = outputs_of(state, self.id)
+        keys = [*self.absent, *(k for k in now if not k.startswith("_") and k not in self.absent)]
+        return {k: now.get(k) for k in keys}
 
     # --- compile time -------------------------------------------------------------------
     def prepare(self) -> None:
@@ -146,7 +160,7 @@ class Node:
             if deadline is not None and deadline.expired():
                 message = f"{self.id} timed out after {timeout:g} s"
             raise ComponentError(self.id, message, {
-                "_created_time": created, "_ERROR": message,
+                "_created_time": created, **self.outputs_when_failed(state), "_ERROR": message,
                 "_elapsed_time": time.perf_counter() - created}) from e
         finally:
             calls.close_record(token)
@@ -172,11 +186,24 @@ class Node:
 def stream_writer():
     """LangGraph's stream writer, or a no-op when a node runs outside a graph (in unit tests, say)."""
     # imported here, not at the top: `canvas2graph compile` loads every component without LangGraph
-    from langgraph.config import get_stream_writer
+    from langgraph.config import get_config, get_stream_writer
+
+    from runtime.event_order import TASK_KEY
     try:
-        return get_stream_writer()
+        write = get_stream_writer()
+        task = (get_config().get("metadata") or {}).get("langgraph_node")
     except RuntimeError:
         return lambda item: None
+    if not task:
+        return write
+
+    def tagged(item: Any) -> None:
+        # a message names the graph node that wrote it: the event adapter shows it at that node's place
+        # in RAGFlow's path order (runtime/event_order.py), not when LangGraph happens to run it
+        if isinstance(item, dict) and item.get("event") in ("message", "message_end"):
+            item = {**item, TASK_KEY: task}
+        write(item)
+    return tagged
 
 
 def template(text: Any, **kw) -> Template:
@@ -203,6 +230,23 @@ __all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_br
            "PENDING", "is_pending"]
 
 
+def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
+    """(the future of a pending generation's final text, whether the caller is the one to run it).
+
+    A Message streaming an LLM and a component reading its content in the same step would otherwise each
+    call the model; RAGFlow makes one call. The first reader runs the generation and settles the future;
+    the others await its text. Without a run context to share (a node run alone), everyone runs it."""
+    registry = getattr(ctx, "generations", None)
+    if registry is None:
+        return asyncio.get_running_loop().create_future(), True
+    key = (producer, created)
+    if key in registry:
+        return registry[key], False
+    future = registry[key] = asyncio.get_running_loop().create_future()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())     # a failure is reported by its runner
+    return future, True
+
+
 async def settle_pending(node: Node, refs, state, ctx):
     """Run, without streaming, any pending generation among `refs` (a non-Message consumer).
 
@@ -225,8 +269,22 @@ async def settle_pending(node: Node, refs, state, ctx):
             if reference:
                 writes[REFERENCE] = merge_reference(writes.get(REFERENCE), reference)
         else:
-            from nodes.llm import complete
-            text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx, value.get("gen_conf"))
+            future, mine = shared_generation(ctx, ref.name, created)
+            if not mine:
+                text = await asyncio.shield(future)
+            else:
+                from nodes.llm import complete
+                try:
+                    text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx,
+                                          value.get("gen_conf"))
+                except Exception as e:
+                    if not value.get("default"):
+                        future.set_exception(e)
+                        raise
+                    # exception_method "comment": the producer's default is its content, for every reader
+                    # (RAGFlow's LLM yields it in place of the stream)
+                    text = str(value["default"])
+                future.set_result(text)
         view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
         writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes
@@ -246,6 +304,6 @@ async def drain_pending(producer: Node, pending: Mapping[str, Any], ctx, state, 
         if pending.get("default"):
             return str(pending["default"]), None
         message = str(e) or type(e).__name__
-        raise ComponentError(producer.id, message, {"_created_time": created, "_ERROR": message,
-                                                    "_elapsed_time": time.perf_counter() - created}) from e
+        raise ComponentError(producer.id, message, {"_created_time": created, **producer.outputs_when_failed(state),
+                                                    "_ERROR": message, "_elapsed_time": time.perf_counter() - created}) from e
     return sink.get("answer", answer.text), sink.get("reference")

@@ -25,8 +25,9 @@ if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every c
 from nodes.base import ComponentError
 from runtime.state import LAST, OUTPUTS
 
-# Components whose failure default goes into `content` (they handle their own **ERROR** answers).
-CONTENT_DEFAULT = {"LLM", "Agent", "Categorize"}
+# Components whose failure default goes into `content` (they handle their own **ERROR** answers);
+# every other one, Categorize included, gets it in `result` (RAGFlow's ComponentBase.set_exception_default_value)
+CONTENT_DEFAULT = {"LLM", "Agent"}
 
 
 class ModelCallError(Exception):
@@ -127,7 +128,7 @@ def failure_outputs(node, error: BaseException) -> dict[str, Any]:
     if isinstance(error, NodeTimeoutError):
         message = f"{node.id} timed out after {error.timeout:g} s"
     now = time.perf_counter()
-    return {"_created_time": now, "_ERROR": message, "_elapsed_time": 0.0}
+    return {"_created_time": now, **node.absent, "_ERROR": message, "_elapsed_time": 0.0}
 
 
 def normal_targets(node, plan, names: dict[str, str]) -> list[str]:
@@ -184,7 +185,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         else:
             if default:
                 key = "content" if node.component_type in CONTENT_DEFAULT else "result"
-                outputs = {"_created_time": outputs.get("_created_time"), key: default,
+                outputs = {"_created_time": outputs.get("_created_time"), **node.outputs_when_failed(state), key: default,
                            "_elapsed_time": outputs.get("_elapsed_time")}
             target = normal
         update = {OUTPUTS: {node.id: outputs}, LAST: {"component_id": node.id, "inputs": {}}}

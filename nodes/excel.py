@@ -73,6 +73,7 @@ def _outputs_of(params: ExcelProcessorParams) -> set[str]:
 
 @register("ExcelProcessor", ExcelProcessorParams, outputs=_outputs_of)
 class ExcelProcessor(Node):
+    param_outputs = ("data", "summary", "markdown")
     # --- compile time -------------------------------------------------------------------
     def prepare(self) -> None:
         self.file_refs: list[tuple[str, Ref]] = []

@@ -53,6 +53,10 @@ class UserFillUp(Node):
         if form:
             answer, resumed = ask({"component_id": self.id, "inputs": pending_form(form), "tips": tips}, state)
             writes = {**writes, **resumed}
+            if self.params.enable_tips and resumed:
+                # RAGFlow invokes the form again on the resuming request: its tips are rendered anew, with
+                # that turn's values (sys.conversation_turns counted, sys.query...), not the paused turn's
+                tips = render(self.tips, {**state, **writes}, to_text=tips_text)
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
         files = {key: True for key, value in answer.items() if is_file_field(form.get(key), value)}
         values = await read_files(values, files, ctx, self.id)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from compiler.refs import Ref, parse_ref
-from nodes.base import Node, Params, Result, require_ref
+from nodes.base import Node, Params, Result, require_ref, settle_pending
 from nodes.registry import register
 from runtime.state import LOOPS, channel, outputs_of
 from runtime.values import resolve
@@ -100,10 +100,16 @@ class IterationItem(Node):
         passed = progress(state, container)
         idx = int(passed.get("idx") or 0)
         items = resolve(state, self.items_ref) if self.items_ref else []
-        items = items if isinstance(items, list) else []
+        if not isinstance(items, list):
+            # the list changed in the body (a VariableAssigner overwrote it): RAGFlow's IterationItem reads it
+            # again on every pass and stops the turn, before collecting the pass that changed it
+            raise ValueError(f"{self.items_ref.expr} must be an array, but its type is {type(items)}")
         writes: dict[str, Any] = {}
         # one item of a parallel Iteration (compiler/parallel.py) collects nothing: its items node does
         if idx > 0 and self.collect and not passed.get("item_only"):
+            # a collected LLM content that no Message streamed is still a pending generation: run it here,
+            # unseen, and collect its text (RAGFlow collects the unrun generator itself: docs/compatibility.md)
+            state, writes = await settle_pending(self, [ref for _, ref in self.collect], state, ctx)
             current = outputs_of(state, container)
             writes[channel(container)] = {key: list(current.get(key) or []) + [resolve(state, ref)]
                                           for key, ref in self.collect}

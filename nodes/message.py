@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from compiler.refs import Template
 from nodes import jinja
-from nodes.base import ComponentError, Node, Params, Result, stream_writer
+from nodes.base import ComponentError, Node, Params, Result, shared_generation, stream_writer
 from nodes.downloads import shown_text
 from nodes.jinja import replace_names
 from nodes.llm import AnswerText, stream_generation
@@ -44,6 +44,8 @@ def _sanitised(expr: str) -> str:
 
 @register("Message", MessageParams, outputs=lambda p: {"content", "downloads", "attachment"})
 class Message(Node):
+    param_outputs = ("content", "downloads")
+
     def prepare(self) -> None:
         self.templates: list[Template] = [self.text_template(c) for c in self.params.content]
 
@@ -87,6 +89,12 @@ class Message(Node):
                 text = part
             else:
                 value = resolve(state, part)
+                if is_pending(value) and part.expr in inputs:
+                    # named again: the stream is consumed once; RAGFlow shows the finished text this time
+                    text = str((writes.get(channel(value["component_id"])) or {}).get("content", inputs[part.expr]))
+                    write({"event": "message", "content": text})
+                    parts.append(text)
+                    continue
                 if is_pending(value):          # relayed piece by piece as the model writes
                     shown, answer = await self._relay(value, ctx, write, writes, state)
                     parts.append(inputs.setdefault(part.expr, shown))
@@ -110,6 +118,15 @@ class Message(Node):
         answer = AnswerText()
         shown: list[str] = []
         created = outputs_of(state, producer).get("_created_time", time.perf_counter())
+        if not pending.get("agent"):
+            future, mine = shared_generation(ctx, producer, created)
+            if not mine:        # a reader in this step already runs it: show its text once it is there
+                text = str(await asyncio.shield(future))
+                write({"event": "message", "content": text})
+                writes[channel(producer)] = {"content": text, "_elapsed_time": time.perf_counter() - created}
+                return text
+        else:
+            future = None
         node = self.canvas.nodes.get(producer)
         sink: dict[str, Any] = {}
         source = node.stream_pending(pending, ctx, sink, state) if node is not None else stream_generation(pending, ctx)
@@ -123,6 +140,8 @@ class Message(Node):
                 await asyncio.sleep(0)
         except Exception as e:      # the failure belongs to the LLM whose generation this is
             if not pending.get("default"):
+                if future is not None:
+                    future.set_exception(e)
                 message = str(e) or type(e).__name__
                 raise ComponentError(producer, message, {"_created_time": created, "_ERROR": message,
                                                          "_elapsed_time": time.perf_counter() - created}) from e
@@ -131,6 +150,8 @@ class Message(Node):
             shown.append(default)
             sink["answer"] = default
         content = sink.get("answer", answer.text)    # an Agent says what its content is (e.g. after a citation pass)
+        if future is not None:
+            future.set_result(content)
         writes[channel(producer)] = {"content": content, "_elapsed_time": time.perf_counter() - created}
         if sink.get("reference"):
             writes[REFERENCE] = merge_reference(writes.get(REFERENCE), sink["reference"])

@@ -88,6 +88,7 @@ def merge_text(value: Any, delimiter: str) -> str:
 @register("StringTransform", StringTransformParams, outputs=lambda p: {"result"})
 class StringTransform(Node):
     """split: one text -> list of pieces; merge: a script with refs -> one text."""
+    param_outputs = ("result",)
 
     def prepare(self) -> None:
         p = self.params
@@ -231,6 +232,7 @@ def _str_match(text: str, operator: str, value: Any) -> bool:
 
 @register("ListOperations", ListOperationsParams, outputs=lambda p: {"result", "first", "last"})
 class ListOperations(Node):
+    param_outputs = ("result", "first", "last")
     thoughts_text = "ListOperation in progress"
 
     def prepare(self) -> None:
@@ -379,6 +381,7 @@ def _norm(v: Any) -> str:
 
 @register("DataOperations", DataOperationsParams, outputs=lambda p: {"result"})
 class DataOperations(Node):
+    param_outputs = ("result",)
     thoughts_text = "DataOperation in progress"
 
     def prepare(self) -> None:

@@ -14,6 +14,11 @@ The graph is streamed with `stream_mode=["tasks", "custom"]`:
 - the end of the turn (a result that closes the request: the finish node's, or that of the
   component that records it inline) becomes `workflow_finished`, sent by `end()` once the stream is
   over: the finish node can run twice in a turn (see compiler/build.py), and only its last answer counts.
+
+Inside a superstep, the events are put in RAGFlow's order (path order, not LangGraph's task order) by
+`runtime.event_order.BatchOrder` (issue 22): starts sorted, then each task's events once the tasks before
+it have finished. `feed` routes every part through it; `end`, `component_failed` and `drain` release what
+it still holds.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator, Iterable
 
+from runtime.event_order import TASK_KEY, BatchOrder, bursts
 from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
 from runtime.values import is_pending
 
@@ -64,6 +70,11 @@ class EventAdapter:
         self.paused = False
         self.finished = False
         self.answer: Any = None                 # the finish node's last answer, sent by end()
+        self.ran: set[str] = set()              # tasks of a resumed step that finished before it paused
+        self.failed: set[str] = set()           # components whose failure node_finished was sent
+        plan = compiled.plan
+        self.order_of = (plan.successors, {cid: i for i, cid in enumerate(plan.nodes)})
+        self.order = BatchOrder(self._node, *self.order_of)
 
     def _item(self, ns: tuple) -> "EventAdapter":
         """The adapter of one item of a parallel Iteration: the same turn (message id, usage), with its own
@@ -72,6 +83,8 @@ class EventAdapter:
         if ns not in items:
             child = copy.copy(self)
             child.held, child.starts, child.__dict__["_items"] = {}, {}, {}
+            child.ran = set()         # `failed` stays shared: a failure the item reported is not reported again
+            child.order = BatchOrder(child._node, *self.order_of)      # its own steps, in path order too
             items[ns] = child
         return items[ns]
 
@@ -83,17 +96,29 @@ class EventAdapter:
         return self.envelope("workflow_started", {"inputs": self.request_inputs})
 
     def feed(self, part: dict) -> Iterable[dict]:
+        """One part of the graph's stream -> the RAGFlow events due now (in path order, see BatchOrder)."""
         if part.get("ns"):        # a step inside one item of a parallel Iteration (compiler/parallel.py)
             yield from self._item(tuple(part["ns"])).feed({**part, "ns": ()})
             return
         kind, data = part["type"], part["data"]
+        if kind == "tasks" and "input" in data:
+            if data["name"] in self.ran:       # finished before the pause: LangGraph announces it again, it does not run
+                self.ran.discard(data["name"])
+                return
+            yield from self.order.start(data["name"], self._task_start(data))
+            return
+        yield from self.order.close_starts()
         if kind == "custom":
-            yield from self._custom(data)
+            task = data.get(TASK_KEY) if isinstance(data, dict) else None
+            yield from self.order.emit(task, list(self._custom(data)))
         elif kind == "tasks":
-            if "input" in data:
-                yield from self._task_start(data)
-            else:
-                yield from self._task_result(data)
+            yield from self.order.emit(data["name"], list(self._task_result(data)), finished=True)
+
+    def drain(self) -> Iterable[dict]:
+        """What BatchOrder still holds (and the parallel Iteration items' orders): the stream is over (or stopped)."""
+        for child in self.__dict__.get("_items", {}).values():
+            yield from child.drain()
+        yield from self.order.drain()
 
     def _custom(self, data: Any) -> Iterable[dict]:
         if not isinstance(data, dict):
@@ -108,7 +133,7 @@ class EventAdapter:
             return
         event = data.get("event")
         if event in ("message", "message_end"):
-            yield self.envelope(event, {k: v for k, v in data.items() if k != "event"})
+            yield self.envelope(event, {k: v for k, v in data.items() if k not in ("event", TASK_KEY)})
 
     def _fused(self, data: dict) -> Iterable[dict]:
         """A component of a fused chain finished, or the next one started (compiler/fusion.py)."""
@@ -155,7 +180,11 @@ class EventAdapter:
             yield self.envelope("user_inputs", {"inputs": value.get("inputs") or {}, "tips": value.get("tips") or ""})
             return
         if data.get("error"):
-            return                  # failures arrive through an error handler or as the exception that ends the stream
+            # failures arrive through an error handler or as the exception that ends the stream; but several
+            # components of one step may fail, and RAGFlow finishes each of them (in path order) before it
+            # stops: a failure without a handler is reported here, at its place, and only once
+            yield from self._failed_in_step(node, data["error"])
+            return
         result = data.get("result") or {}
         if isinstance(result, list):      # some versions report writes as (channel, value) pairs
             result = dict(result)
@@ -201,6 +230,7 @@ class EventAdapter:
 
     def end(self) -> Iterable[dict]:
         """The events due when the graph's stream is over: `workflow_finished` if the turn finished."""
+        yield from self.drain()
         if self.finished:
             yield self.workflow_finished(self.answer)
 
@@ -217,7 +247,33 @@ class EventAdapter:
                 "error": error or outputs.get("_ERROR") or None,
                 "elapsed_time": outputs.get("_elapsed_time", 0.0), "created_at": outputs.get("_created_time", 0.0)}
 
-    def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str) -> Iterable[dict]:
+    def _failed_in_step(self, node, error: Any) -> Iterable[dict]:
+        from canvas2graph.types import ComponentError
+        if node is None or not isinstance(error, ComponentError) or error.component_id != node.id \
+                or node.params.exception_method or node.id in self.failed:
+            return
+        self.failed.add(node.id)
+        yield from self.component_failed(node.id, error.outputs, error.inputs, error.message, drain=False)
+
+    def _drop_pending_after(self, failed_id: str) -> Iterable[dict]:
+        """Producers of the failed component's step, after it in path order, whose generation nobody will
+        stream now: RAGFlow finishes each with its content None (`Canvas._run_impl` once `self.error` is set)."""
+        ids = [node.id for node in map(self._node, self.order.order) if node is not None]
+        if failed_id not in ids:
+            return
+        for cid in ids[ids.index(failed_id) + 1:]:
+            held = self.held.get(cid)
+            if held and not held["container"] and _pending(held["outputs"]):
+                held["outputs"] = {k: (None if is_pending(v) else v) for k, v in held["outputs"].items()}
+                yield self.envelope("node_finished", self._release(cid))
+
+    def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str,
+                         drain: bool = True) -> Iterable[dict]:
+        if drain:
+            yield from self.drain()
+            if component_id in self.failed:         # reported at its place in the step already
+                yield from self._drop_pending_after(component_id)
+                return
         node = next((n for n in self.nodes.values() if n.id == component_id), None)
         if node is None:
             return
@@ -225,6 +281,11 @@ class EventAdapter:
         if component_id in self.starts:
             yield self.starts.pop(component_id)
         yield self.envelope("node_finished", self.node_finished(node, outputs, inputs, message))
+        if node.component_type == "IterationItem" and node.parent_id in self.held:
+            # RAGFlow ends an Iteration whose item failed (its pass counter is reset): its node_finished
+            # follows, with what it had collected before the failing pass
+            yield self.envelope("node_finished", self._release(node.parent_id))
+        yield from self._drop_pending_after(component_id)
 
     def cancelled(self) -> dict:
         """RAGFlow ends a cancelled run with a workflow_finished whose outputs is this text (SPEC 5.8)."""
@@ -332,6 +393,9 @@ class TurnEvents:
         containers = {cid for cid, node in self.canvas.plan.nodes.items() if node.role == "container"}
         held = unsettled(snapshot, containers)
         adapter = self.adapter
+        # a step that paused on a form may have had other tasks that finished (a sink Message beside the
+        # form): LangGraph announces them again on resume but keeps their writes; they get no second start
+        adapter.ran = {task.name for task in snapshot.tasks if task.result is not None and not task.interrupts}
         for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
             if node.id in held:
                 outputs, inputs, container = held[node.id]
@@ -357,13 +421,17 @@ class TurnEvents:
             modes = list(dict.fromkeys(STREAM_MODES + self.raw_modes))
             if self.canvas.parallel:        # items of a parallel Iteration run in item graphs (compiler/parallel.py)
                 options["subgraphs"] = True
-            async for part in self.graph.astream(self.input, config, context=self.context,
-                                                 stream_mode=modes, version="v2", **options):
+            stream = self.graph.astream(self.input, config, context=self.context,
+                                        stream_mode=modes, version="v2", **options)
+            async for part, idle in bursts(stream):
                 if part["type"] in self.raw_modes:
                     yield {"event": RAW_EVENT, "message_id": adapter.message_id, "mode": part["type"],
                            "ns": part.get("ns") or (), "data": part["data"]}
                 if part["type"] in STREAM_MODES:
                     for event in adapter.feed(part):
+                        yield event
+                if idle:            # every task of the step has been announced: their starts, in path order
+                    for event in adapter.order.close_starts():
                         yield event
             for event in adapter.end():
                 yield event
@@ -381,6 +449,8 @@ class TurnEvents:
             self.status, self.error = "stopped", message
             return
         except TurnCancelled:
+            for event in adapter.drain():
+                yield event
             yield adapter.cancelled()
             self.status = "cancelled"
             return

@@ -145,6 +145,19 @@ async def test_components_before_the_pause_do_not_run_again_on_resume(open_sessi
     assert final_content(events) == "Wake up.+bolder"
 
 
+async def test_a_component_that_ran_beside_the_paused_form_is_not_started_again_on_resume(open_session):
+    dsl = ask_dsl("Topic: {sys.query}")
+    dsl["components"]["begin"]["downstream"] = ["Message:Sink", "UserFillUp:Ask"]
+    dsl["components"]["Message:Sink"] = cpn("Message", {"content": ["Working on {sys.query}"]})
+    s = await open_session(dsl)
+    paused = await s.turn("coffee")
+    assert [e["data"]["component_id"] for e in paused if e["event"] == "node_started"] == ["begin", "Message:Sink"]
+    assert paused[-1]["event"] == "user_inputs"
+    resumed = await s.turn(inputs={"feedback": "bolder"})
+    assert [e["data"]["component_id"] for e in resumed if e["event"] == "node_started"] == ["UserFillUp:Ask", "Message:Out"]
+    assert final_content(resumed) == "Gotbolder"       # streamed: the space next to the reference goes, as in RAGFlow
+
+
 async def test_resuming_without_the_required_inputs_is_rejected_and_the_pause_kept(open_session):
     s = await open_session(ask_dsl())
     await s.turn("hi")

@@ -271,3 +271,16 @@ async def test_a_switch_in_the_body_picks_a_branch_per_item():
     assert finished(events, "Iteration:I")[0]["outputs"]["routes"] == [
         ["StringTransform:A"], ["StringTransform:B"], ["StringTransform:A"]]
     assert len(finished(events, "IterationItem:S")) == 4
+
+
+async def test_an_llm_streaming_to_nothing_in_the_body_is_collected_as_its_text():
+    """Its downstream Message does not show it, so its content is a pending generation when the pass ends:
+    the Iteration runs it unseen and collects the text (RAGFlow collects the unrun generator's repr)."""
+    body = {"LLM:D": cpn("LLM", {"llm_id": "m@OpenAI", "prompts": [{"role": "user", "content": "Describe {IterationItem:S@item}"}]},
+                         ["Message:Each"], parent_id="Iteration:I"),
+            "Message:Each": cpn("Message", {"content": ["one more"]}, parent_id="Iteration:I")}
+    dsl = iteration_dsl(body, first="LLM:D", collect={"out": {"ref": "LLM:D@content", "type": "Array<string>"}})
+    events, outcome = await run(dsl, "apple,pear", replies=["Red.", "Green."])
+    assert outcome.status == "finished"
+    assert final_content(events) == 'Collected:["Red.", "Green."]'
+    assert [o["outputs"]["content"] for o in finished(events, "LLM:D")] == ["Red.", "Green."]

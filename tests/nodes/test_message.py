@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
+from runtime.event_order import TASK_KEY
 from runtime.state import build_state_schema
 from runtime.values import PENDING
 from tests.nodes.helpers import build, context, errors, state
@@ -23,6 +24,8 @@ async def collect(node, st, ctx=None):
         if mode == "updates":
             update = chunk["m"]
         elif "event" in chunk:
+            # every message names the graph node that wrote it (runtime/event_order.py): here always "m"
+            assert chunk.pop(TASK_KEY) == "m"
             items.append(chunk)
     return update, items
 

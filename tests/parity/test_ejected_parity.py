@@ -16,29 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import shared_dir
-from tests.parity.test_parity import PROJECT_CASES, SHARED_CASES, _cases, with_deviations
+from tests.parity.test_parity import CHECKER, PROJECT_CASES, _cases, with_deviations
 
 SHIM = Path(__file__).resolve().parent / "ejected_cli.py"
 
 
 def _check(cases_dir: Path, case: str, level: str, eject_dir: Path) -> None:
-    checker = shared_dir() / "parity" / "check.py"
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET_KEY", "_COOKIE"))}
     env["CANVAS2GRAPH_EJECT_DIR"] = str(eject_dir)
-    proc = subprocess.run([sys.executable, str(checker), "--cases", str(cases_dir), "--cli", f"{sys.executable} {SHIM}",
+    proc = subprocess.run([sys.executable, str(CHECKER), "--cases", str(cases_dir), "--cli", f"{sys.executable} {SHIM}",
                            "--level", level, case], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(list(eject_dir.glob("*.py"))) == 1        # the module that ran is the one ejected
-
-
-@pytest.mark.parity
-@pytest.mark.parametrize("case", _cases(SHARED_CASES) or [None])
-def test_the_ejected_module_replays_the_recorded_trace(case: str | None, tmp_path: Path) -> None:
-    if case is None:
-        shared_dir()
-        pytest.fail(f"{SHARED_CASES} holds no cases")
-    _check(SHARED_CASES, case, "order", tmp_path / "ejected")
 
 
 @pytest.mark.parity

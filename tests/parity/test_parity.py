@@ -1,8 +1,9 @@
 """RAGFlow's recorded traces, replayed through our CLI by the checker that ships with them.
 
-Two folders of cases: the shared ones (`../shared/parity/cases`) and the project's own
-(`tests/parity/cases`, recorded with the oracle for the components the shared set does not cover).
-Every case must hold at the `order` level: the exact event sequence RAGFlow emitted, which includes
+One folder of cases, `tests/parity/cases`: the project's own (recorded with the oracle for what the shared
+set does not cover) and copies of the shared ones (`../shared/parity/cases`, listed in `shared_cases.json`),
+checked with a copy of the shared checker (`check.py`), so a clone without `../shared` runs them all; when
+`../shared` is there, the copies must still equal it. Every case must hold at the `order` level: the exact event sequence RAGFlow emitted, which includes
 every component's outputs and which components started (see ../shared/parity/README.md). A project
 case whose outputs are random in both engines (a generated document's id) names a lower level and
 why in its case.json (`level`, `level_reason`). A project case may also carry `deviations.json`: canvas2graph's
@@ -22,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, shared_dir
+from tests.conftest import shared_dir
 
-SHARED_CASES = REPO.parent / "shared" / "parity" / "cases"
-PROJECT_CASES = Path(__file__).resolve().parent / "cases"
+HERE = Path(__file__).resolve().parent
+PROJECT_CASES = HERE / "cases"
+CHECKER = HERE / "check.py"            # ../shared/parity/check.py, copied (see its header)
+SHARED_LIST = HERE / "shared_cases.json"
 
 
 def _cases(folder: Path) -> list[str]:
@@ -33,23 +36,28 @@ def _cases(folder: Path) -> list[str]:
 
 
 def _check(cases_dir: Path, case: str, level: str) -> None:
-    checker = shared_dir() / "parity" / "check.py"         # skips (fails under CI) when ../shared is absent
     cli = f"{sys.executable} -m runtime.cli"
     # recorded offline, where tools have no keys: a key in the caller's environment (TAVILY_API_KEY, say)
     # would make a tool that failed in RAGFlow's recording try the network instead
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET_KEY", "_COOKIE"))}
-    proc = subprocess.run([sys.executable, str(checker), "--cases", str(cases_dir), "--cli", cli, "--level", level, case],
+    proc = subprocess.run([sys.executable, str(CHECKER), "--cases", str(cases_dir), "--cli", cli, "--level", level, case],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parity
-@pytest.mark.parametrize("case", _cases(SHARED_CASES) or [None])
-def test_recorded_trace_holds_in_event_order(case: str | None) -> None:
-    if case is None:
-        shared_dir()
-        pytest.fail(f"{SHARED_CASES} holds no cases")
-    _check(SHARED_CASES, case, "order")
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_copied_checker_and_cases_match_shared() -> None:
+    """The copies in this repository are what ../shared holds (skipped, saying so, in a clone without it)."""
+    shared = shared_dir() / "parity"
+    listed = json.loads(SHARED_LIST.read_text(encoding="utf-8"))["cases"]
+    assert sorted(listed) == _cases(shared / "cases"), "shared_cases.json no longer lists ../shared/parity/cases"
+    for case in listed:
+        assert _tree(PROJECT_CASES / case) == _tree(shared / "cases" / case), f"{case} differs from ../shared"
+    ours = CHECKER.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert ours[:1] + ours[4:] == (shared / "check.py").read_text(encoding="utf-8").splitlines(keepends=True)
 
 
 def _substitute(value, pattern: re.Pattern, replacement: str, hits: list[int]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -38,3 +39,27 @@ def test_a_chosen_model_is_kept(api):
 def test_compile_and_run_routes_use_the_default_too(api):
     checked = api.ok("POST", "/graphs/compile", {"dsl": NO_MODEL})
     assert checked["ok"] is True and checked["diagnostics"] == []
+
+
+def _nested(depth: int) -> dict:
+    """A DSL whose Message content nests `depth` levels deep (lists in objects, past compiler.load.MAX_DEPTH)."""
+    value: object = "deep"
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    dsl = copy.deepcopy(NO_MODEL)
+    dsl["components"]["deep"] = {"obj": {"component_name": "Message", "params": {"content": [value]}}, "downstream": []}
+    return dsl
+
+
+@pytest.mark.parametrize("depth", [600, 900])
+def test_a_deep_dsl_is_diagnosed_not_a_500_when_the_default_model_is_filled_in(api, depth):
+    """Filling the default model in walks the whole document: past the nesting limit it leaves the document to
+    the compiler, which names the depth, on both routes that take a DSL (it used to be a RecursionError)."""
+    for dsl in (_nested(depth), json.dumps(_nested(depth))):          # as an object and as its JSON text
+        for path, body in (("/graphs/compile", {"dsl": dsl}), ("/agents", {"title": f"deep {depth} {type(dsl).__name__}", "dsl": dsl})):
+            response = api.http.post(path, json=body)
+            assert response.status_code < 500, (path, response.status_code, response.text[:300])
+            reply = response.json()
+            assert "nests at most 200 levels" in json.dumps(reply), (path, reply)
+            if path == "/agents" and reply["code"] == 0:       # stored as given (as without --default-llm), flagged
+                assert reply["data"]["compiles"] is False

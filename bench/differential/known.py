@@ -1,0 +1,122 @@
+"""Differences the tester meets that docs/compatibility.md lists as deliberate, and how to recognise them.
+
+Each `Known` names the row of docs/compatibility.md that states the difference (a phrase of it, which
+`tests/bench/test_differential.py` finds in the document, so a row cannot go while the tester still
+relies on it) and a test on the difference, the case and RAGFlow's events. The report counts these
+apart: only a difference no row explains is a defect to fix or a row to write.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from bench.differential.generate import Case
+from bench.differential.shrink import Difference
+
+ID = re.compile(r"\b[A-Z][A-Za-z]+:[A-Za-z0-9_]+")
+
+
+def _upstreams(dsl: dict) -> dict[str, int]:
+    """How many components lead to each one (downstream lists and routing targets)."""
+    count: dict[str, int] = {}
+    for entry in dsl["components"].values():
+        params = entry["obj"]["params"]
+        targets = set(entry.get("downstream") or [])
+        for cond in params.get("conditions") or []:
+            targets.update(cond.get("to") or [])
+        targets.update(params.get("end_cpn_ids") or [])
+        for cat in (params.get("category_description") or {}).values():
+            targets.update(cat.get("to") or [])
+        for t in targets:
+            count[t] = count.get(t, 0) + 1
+    return count
+
+
+def _kinds(dsl: dict) -> set[str]:
+    return {e["obj"]["component_name"] for e in dsl["components"].values()}
+
+
+def _ending(events: list[dict]) -> str:
+    if events and events[-1]["event"] == "user_inputs":
+        return "paused"
+    return "finished" if any(e["event"] == "workflow_finished" for e in events) else "stopped"
+
+
+def _exit_loop(d: Difference, case: Case, oracle: list) -> bool:
+    return "ExitLoop" in _kinds(case.dsl) and re.search(r"Loop:\w+: expected null", d.reason) is not None
+
+
+def _error_sticks(d: Difference, case: Case, oracle: list) -> bool:
+    return d.turn > 1 and _ending(oracle[d.turn - 2]) == "stopped"
+
+
+def _join(d: Difference, case: Case, oracle: list) -> bool:
+    joins = {cid for cid, n in _upstreams(case.dsl).items() if n > 1}
+    return bool(joins) and (bool(joins & set(ID.findall(d.reason))) or d.reason.startswith("order/"))
+
+
+def _sticky_fillup(d: Difference, case: Case, oracle: list) -> bool:
+    return d.turn > 2 and "UserFillUp" in _kinds(case.dsl)
+
+
+def _unconsumed_stream(d: Difference, case: Case, oracle: list) -> bool:
+    """RAGFlow drops every later node_finished of the turn after an LLM stream nothing consumed."""
+    llms = {cid for cid, e in case.dsl["components"].items() if e["obj"]["component_name"] == "LLM"}
+    finished = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_finished"}
+    started = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_started"}
+    return bool(llms & (started - finished))
+
+
+def _form_in_a_batch(d: Difference, case: Case, oracle: list) -> bool:
+    """A UserFillUp that has a sibling (another downstream of one of its upstream components)."""
+    comps = case.dsl["components"]
+    forms = {cid for cid, e in comps.items() if e["obj"]["component_name"] == "UserFillUp"}
+    return any(len(e.get("downstream") or []) > 1 and forms & set(e["downstream"]) for e in comps.values())
+
+
+def _failed_container_unreported(d: Difference, case: Case, oracle: list) -> bool:
+    return re.search(r"(Iteration|Loop):\w+: expected null got \[\{.*\"_ERROR\": true", d.reason) is not None
+
+
+def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list) -> bool:
+    """RAGFlow stops at a Switch testing `empty`/`not empty` on a number (float("") fails); we go on."""
+    for e in case.dsl["components"].values():
+        for cond in e["obj"]["params"].get("conditions") or [] if e["obj"]["component_name"] == "Switch" else []:
+            if any(i.get("operator") in ("empty", "not empty") for i in cond.get("items") or []):
+                return d.reason.startswith("text/")
+    return False
+
+
+@dataclass
+class Known:
+    name: str
+    row: str                        # a phrase of its row in docs/compatibility.md
+    test: Callable[[Difference, Case, list], bool]
+
+
+KNOWN = [
+    Known("ExitLoop sends no node_finished for its Loop", "ExitLoop leaves the Loop without a `node_finished`", _exit_loop),
+    Known("a failure's _ERROR survives into the next turn", "keeps its `_ERROR` into the next turn", _error_sticks),
+    Known("no join barrier in RAGFlow", "No join barrier", _join),
+    Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
+    Known("a Switch's empty/not empty on a number fails in RAGFlow", "`float(\"\")` fails the component",
+          _switch_empty_on_a_number),
+    Known("a failed container sends no node_finished in RAGFlow", "stops the turn with no `node_finished` for it",
+          _failed_container_unreported),
+    Known("a form beside other components pauses before they run in RAGFlow",
+          "pauses before that batch runs", _form_in_a_batch),
+    Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
+          _unconsumed_stream),
+]
+
+
+def explain(d: Difference, case: Case, oracle: list) -> Known | None:
+    """The documented difference that explains `d`, or None."""
+    for known in KNOWN:
+        try:
+            if known.test(d, case, oracle):
+                return known
+        except (KeyError, IndexError, TypeError):
+            continue
+    return None
