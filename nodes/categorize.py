@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
 from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
-from nodes.llm import complete
+from nodes.llm import chosen_model, complete
 from nodes.registry import register
 from runtime.state import HISTORY
 from runtime.turn import history_messages
@@ -29,10 +29,7 @@ class CategorizeParams(Params):
     def _llm_id(cls, v: str) -> str:
         # RAGFlow's check() lets an empty model through and the run fails on it; a check that passes should
         # mean a run that can start (docs/compatibility.md)
-        if not v or not v.strip():
-            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI), or give a default "
-                             "with --default-llm or CANVAS2GRAPH_DEFAULT_LLM")
-        return v
+        return chosen_model(v)
 
     @field_validator("category_description")
     @classmethod

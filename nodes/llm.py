@@ -35,6 +35,14 @@ _THOUGHTS_DROPPED = re.compile(r"(User's query:|[\\]+)", re.DOTALL)
 SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens")
 
 
+def chosen_model(llm_id: str) -> str:
+    """An `llm_id` a run can start with: an empty one is refused when the DSL is checked, not when it runs."""
+    if not llm_id or not llm_id.strip():
+        raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI), or give a default "
+                         "with --default-llm or CANVAS2GRAPH_DEFAULT_LLM")
+    return llm_id
+
+
 class LLMParams(Params):
     llm_id: str = ""
     sys_prompt: str = ""
@@ -50,10 +58,7 @@ class LLMParams(Params):
     @field_validator("llm_id")
     @classmethod
     def _llm_id(cls, v: str) -> str:
-        if not v or not v.strip():
-            raise ValueError("llm_id is empty: choose a model (model@Factory, e.g. gpt-4o@OpenAI), or give a default "
-                             "with --default-llm or CANVAS2GRAPH_DEFAULT_LLM")
-        return v
+        return chosen_model(v)
 
     @field_validator("prompts", mode="before")
     @classmethod
