@@ -395,7 +395,9 @@ class TurnEvents:
         adapter = self.adapter
         # a step that paused on a form may have had other tasks that finished (a sink Message beside the
         # form): LangGraph announces them again on resume but keeps their writes; they get no second start
-        adapter.ran = {task.name for task in snapshot.tasks if task.result is not None and not task.interrupts}
+        # (a fork runs its step again from the checkpoint, whatever that step's tasks wrote on the old branch)
+        adapter.ran = set() if self.fork else {task.name for task in snapshot.tasks
+                                               if task.result is not None and not task.interrupts}
         for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
             if node.id in held:
                 outputs, inputs, container = held[node.id]
