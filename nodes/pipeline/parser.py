@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from pydantic import Field, model_validator
 
-from nodes.pipeline import formats
+from nodes.pipeline import formats, services
 from nodes.pipeline.base import Job, PipelineNode, PipelineParams
 from nodes.registry import register_pipeline
 
@@ -61,12 +61,28 @@ PDF_SERVICES = {
 
 
 def service_needed(family: str, conf: dict) -> str | None:
-    """What a family's setup needs that canvas2graph does not run, or None when it reads it itself."""
+    """What a family's setup needs that canvas2graph does not run or reach, or None when it reads the files
+    itself or calls a configured service (nodes/pipeline/services.py)."""
     method = str(conf.get("parse_method") or "").strip()
     low = method.lower()
+    try:
+        if services.client_for(family, conf) is not None:
+            return None
+    except services.ServiceError as e:     # configured, but not so that it can work
+        return str(e)
+    how = services.what_to_configure(family, conf)
+    if how:
+        return f"{_needs(family, method, low)} ({how}, as RAGFlow reads it)"
+    return _needs(family, method, low)
+
+
+def _needs(family: str, method: str, low: str) -> str | None:
     if family == "pdf":
         if low == "plain_text":
             return None
+        if low == "deepdoc":
+            return (f"parse_method '{method}' needs {PDF_SERVICES['deepdoc']}, which RAGFlow runs in its own process "
+                    "(DEEPDOC_URL moves only the layout model out; its OCR stays in-process)")
         what = PDF_SERVICES.get(low) or next((v for k, v in PDF_SERVICES.items() if low.endswith("@" + k)), None)
         return f"parse_method '{method}' needs {what or 'a vision model to read pages as images'}"
     if family in ("spreadsheet", "slides") and low == "tcadp parser":
@@ -132,6 +148,12 @@ class Parser(PipelineNode):
         if found is None:
             raise ValueError(f"No suitable for file extension: `.{name.rsplit('.', 1)[-1].lower()}`")
         family, conf = found
+        try:
+            client = services.client_for(family, conf)
+        except services.ServiceError as e:
+            raise ValueError(f"{family}: {e}") from None
+        if client is not None:
+            return await self._by_service(client, family, name, conf, upstream, job)
         need = service_needed(family, conf)
         if need:
             raise ValueError(f"{family}: {need}, which canvas2graph does not run")
@@ -141,6 +163,28 @@ class Parser(PipelineNode):
         job.progress(0.01, f"Start to work on a {family} file.")
         data = job.read_bytes()
         out = await asyncio.to_thread(reader, name, data, conf)
+        outlines = out.pop("file_outlines", None)
+        if outlines is not None:
+            out["file"] = {**(upstream.get("file") or {}), **outlines}
+        job.progress(0.8, "Finish parsing.")
+        return out
+
+    async def _by_service(self, client, family: str, name: str, conf: dict, upstream: dict, job: Job) -> dict[str, Any]:
+        """A file a configured service parses (MinerU, Docling: PDFs; Tika: legacy .doc)."""
+        job.progress(0.01, f"Start to work on a {family} file with {client.name} at {client.url}.")
+        data = job.read_bytes()
+        loop = asyncio.get_running_loop()
+
+        def progress(value: float, message: str) -> None:     # from the client's thread, reported on the loop
+            loop.call_soon_threadsafe(job.progress, value, message)
+        try:
+            if family == "pdf":
+                boxes = await asyncio.to_thread(client.pdf, name, data, conf, progress)
+                out = await asyncio.to_thread(services.pdf_output, boxes, data, conf)
+            else:
+                out = services.doc_output(await asyncio.to_thread(client.text, name, data, progress), conf)
+        except services.ServiceError as e:
+            raise ValueError(f"{family}: {e}") from None
         outlines = out.pop("file_outlines", None)
         if outlines is not None:
             out["file"] = {**(upstream.get("file") or {}), **outlines}

@@ -1,0 +1,271 @@
+"""Parse services over HTTP: MinerU, Docling and Apache Tika, each a local server on 127.0.0.1 speaking its
+protocol as RAGFlow's clients use it; configured by RAGFlow's variables, else a diagnostic naming them."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zipfile
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.nodes.pipeline.helpers import node, run
+
+
+class FakeService:
+    """A real HTTP server: `handle(method, path, headers, body) -> (status, content type, bytes)`; keeps requests."""
+
+    def __init__(self, handle):
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                       "body": body})
+                status, kind, data = handle(self.command, self.path, self.headers, body)
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            do_POST = do_PUT = _serve
+
+            def log_message(self, *args):
+                pass
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def multipart(headers, body: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """{field: (file name, value)} of a multipart/form-data body."""
+    msg = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + headers["Content-Type"].encode() + b"\r\n\r\n" + body)
+    return {p.get_param("name", header="content-disposition"): (p.get_filename(), p.get_payload(decode=True))
+            for p in msg.iter_parts()}
+
+
+def two_page_pdf() -> bytes:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=letter)      # 612 x 792 points
+    c.drawString(72, 720, "Refund policy")
+    c.showPage()
+    c.drawString(72, 720, "Shipping")
+    c.save()
+    return buf.getvalue()
+
+
+def parse(tmp_path: Path, name: str, data: bytes, setups: dict) -> tuple[dict, list]:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return run(node("Parser", {"setups": setups}), {"name": name, "file": {"name": name}},
+               file={"name": name, "path": str(path)})
+
+
+MINERU_BLOCKS = [
+    {"type": "text", "text": "Refunds are paid within 14 days.", "text_level": 1, "bbox": [100, 50, 900, 100], "page_idx": 0},
+    {"type": "header", "text": "ACME Corp", "bbox": [0, 0, 1000, 20], "page_idx": 0},
+    {"type": "table", "table_body": "<table><tr><td>Fee</td><td>5</td></tr></table>", "table_caption": ["Fees"],
+     "table_footnote": [], "bbox": [100, 200, 500, 300], "page_idx": 0},
+    {"type": "image", "image_caption": ["A parcel"], "image_footnote": [], "bbox": [100, 400, 300, 600], "page_idx": 1},
+    {"type": "list", "list_items": ["one", "two"], "bbox": [100, 700, 900, 800], "page_idx": 1},
+    {"type": "page_number", "text": "2", "bbox": [490, 980, 510, 990], "page_idx": 1},
+]
+
+
+def mineru_zip(stem: str, blocks: list[dict]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(f"{stem}/auto/{stem}.md", "# ignored")
+        z.writestr(f"{stem}/auto/{stem}_content_list.json", json.dumps(blocks))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def mineru():
+    def handle(method, path, headers, body):
+        if method != "POST" or path != "/file_parse":
+            return 404, "application/json", b'{"detail": "Not Found"}'
+        form = multipart(headers, body)
+        name, _pdf = form["files"]
+        stem = name.rsplit(".", 1)[0]
+        return 200, "application/zip", mineru_zip(stem, MINERU_BLOCKS)
+    server = FakeService(handle)
+    yield server
+    server.close()
+
+
+def test_mineru_parses_a_pdf_into_ragflows_boxes_with_positions_in_points(tmp_path, mineru, monkeypatch):
+    monkeypatch.setenv("MINERU_APISERVER", mineru.url)
+    setups = {"pdf": {"parse_method": "MinerU", "suffix": ["pdf"], "output_format": "json", "lang": "English"}}
+    out, progress = parse(tmp_path, "refund policy.pdf", two_page_pdf(), setups)
+
+    request = mineru.requests[0]
+    form = multipart(request["headers"], request["body"])
+    assert form["files"][0] == "refundpolicy.pdf" and form["files"][1].startswith(b"%PDF")    # spaces removed
+    assert form["lang_list"][1] == b"en" and form["backend"][1] == b"pipeline"
+    assert form["return_content_list"][1] == b"True" and form["response_format_zip"][1] == b"True"
+    assert "server_url" not in form
+
+    items = out["json"]
+    assert [i["text"] for i in items] == ["Refunds are paid within 14 days.",
+                                         "<table><tr><td>Fee</td><td>5</td></tr></table>Fees",
+                                         "A parcel\n", "one\ntwo"]    # header and page number dropped
+    assert [(i["layout_type"], i["doc_type_kwd"]) for i in items] == [
+        ("text", "text"), ("table", "table"), ("figure", "image"), ("list", "text")]
+    # MinerU's 0-1000 box scaled to the 612 x 792 page, one decimal, as RAGFlow's position tag
+    assert items[0]["positions"] == [[1, 61.2, 550.8, 39.6, 79.2]]
+    assert items[0]["_pdf_positions"] == [[1, 61.2, 550.8, 39.6, 79.2]]
+    assert items[2]["positions"] == [[2, 61.2, 183.6, 316.8, 475.2]]
+    assert out["pages"] == 2
+    assert any("MinerU" in m and "file_parse" in m for _, m in progress)
+
+
+def test_mineru_boxes_become_chunks_with_ragflows_position_fields(tmp_path, mineru, monkeypatch):
+    monkeypatch.setenv("MINERU_APISERVER", mineru.url)
+    setups = {"pdf": {"parse_method": "MinerU", "suffix": ["pdf"], "output_format": "json"}}
+    parsed, _ = parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+    chunks, _ = run(node("TokenChunker", {"chunk_token_size": 8}), parsed)
+    first = chunks["chunks"][0]
+    assert first["position_int"] == [[1, 61, 550, 39, 79]] and first["page_num_int"] == [1] and first["top_int"] == [39]
+    assert "_pdf_positions" not in first
+
+
+def test_mineru_is_reached_through_a_model_name_and_markdown_output(tmp_path, mineru, monkeypatch):
+    monkeypatch.setenv("MINERU_APISERVER", mineru.url + "/")
+    setups = {"pdf": {"parse_method": "mineru-pipeline@MinerU", "suffix": ["pdf"], "output_format": "markdown",
+                      "remove_header_footer": True}}
+    out, _ = parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+    assert out["output_format"] == "markdown"
+    assert out["markdown"].startswith("Refunds are paid within 14 days.\n<table>")
+
+
+def test_mineru_failures_name_the_service_its_url_and_what_went_wrong(tmp_path, monkeypatch):
+    setups = {"pdf": {"parse_method": "mineru", "suffix": ["pdf"], "output_format": "json"}}
+    broken = FakeService(lambda *a: (500, "text/plain", b"CUDA out of memory"))
+    html = FakeService(lambda *a: (200, "text/html", b"<html>login</html>"))
+    try:
+        monkeypatch.setenv("MINERU_APISERVER", broken.url)
+        with pytest.raises(ValueError, match=r"pdf: MinerU at http://127\.0\.0\.1:\d+/file_parse answered HTTP 500: CUDA out of memory"):
+            parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+        monkeypatch.setenv("MINERU_APISERVER", html.url)
+        with pytest.raises(ValueError, match=r"did not return a zip \(it returned text/html\)"):
+            parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+    finally:
+        broken.close()
+        html.close()
+    monkeypatch.setenv("MINERU_APISERVER", broken.url)          # closed: nothing listens there now
+    with pytest.raises(ValueError, match=r"MinerU at .*/file_parse cannot be reached"):
+        parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+    monkeypatch.setenv("MINERU_BACKEND", "gpu-please")
+    with pytest.raises(ValueError, match="MINERU_BACKEND 'gpu-please' is not a MinerU backend"):
+        parse(tmp_path, "p.pdf", two_page_pdf(), setups)
+
+
+def test_docling_falls_back_from_chunking_to_a_standard_conversion_as_ragflow_does(tmp_path, monkeypatch):
+    import base64
+
+    def handle(method, path, headers, body):
+        payload = json.loads(body)
+        if payload["options"].get("do_chunking"):
+            return 422, "application/json", b'{"detail": "do_chunking: extra fields not permitted"}'
+        if path != "/v1/convert/source":
+            return 404, "application/json", b"{}"
+        source = payload["sources"][0]
+        assert source["kind"] == "file" and base64.b64decode(source["base64_string"]).startswith(b"%PDF")
+        return 200, "application/json", json.dumps({"document": {"filename": source["filename"],
+                                                                  "md_content": "## Refunds\n\nWithin 14 days.\n"},
+                                                     "status": "success"}).encode()
+    server = FakeService(handle)
+    monkeypatch.setenv("DOCLING_SERVER_URL", server.url)
+    try:
+        out, _ = parse(tmp_path, "p.pdf", two_page_pdf(), {"pdf": {"parse_method": "docling", "suffix": ["pdf"],
+                                                                    "output_format": "json"}})
+    finally:
+        server.close()
+    assert [r["path"] for r in server.requests] == ["/v1/convert/source", "/v1alpha/convert/source", "/v1/convert/source"]
+    assert out["json"] == [{"text": "## Refunds\n\nWithin 14 days.", "layout_type": "text", "doc_type_kwd": "text"}]
+
+
+def test_docling_native_chunks_are_taken_as_sections(tmp_path, monkeypatch):
+    reply = {"results": [{"text": "Refunds within 14 days."}, {"chunk": {"text": "Shipping takes 3 days."}}, {"text": " "}]}
+    server = FakeService(lambda *a: (200, "application/json", json.dumps(reply).encode()))
+    monkeypatch.setenv("DOCLING_SERVER_URL", server.url)
+    try:
+        out, _ = parse(tmp_path, "p.pdf", two_page_pdf(), {"pdf": {"parse_method": "Docling", "suffix": ["pdf"],
+                                                                    "output_format": "json"}})
+    finally:
+        server.close()
+    assert len(server.requests) == 1 and json.loads(server.requests[0]["body"])["options"]["do_chunking"] is True
+    assert [i["text"] for i in out["json"]] == ["Refunds within 14 days.", "Shipping takes 3 days."]
+
+
+def test_docling_that_converts_nothing_fails_naming_every_attempt(tmp_path, monkeypatch):
+    server = FakeService(lambda *a: (503, "text/plain", b"warming up"))
+    monkeypatch.setenv("DOCLING_SERVER_URL", server.url)
+    try:
+        with pytest.raises(ValueError, match=r"Docling at http://127\.0\.0\.1:\d+: the conversion failed: "
+                                             r"/v1/convert/source: HTTP 503 warming up \| /v1alpha/convert/source: HTTP 503"):
+            parse(tmp_path, "p.pdf", two_page_pdf(), {"pdf": {"parse_method": "docling", "suffix": ["pdf"],
+                                                               "output_format": "json"}})
+    finally:
+        server.close()
+
+
+def test_tika_reads_a_legacy_doc_into_one_item_per_line(tmp_path, monkeypatch):
+    def handle(method, path, headers, body):
+        assert method == "PUT" and path == "/rmeta/text" and headers["Accept"] == "application/json"
+        assert body == b"\xd0\xcf\x11\xe0 a Word 97 file"
+        return 200, "application/json", json.dumps([
+            {"Content-Type": "application/msword", "X-TIKA:content": "\nWarranty\n\nTwo years on every device.\n"},
+            {"Content-Type": "image/png", "X-TIKA:content": "Embedded note\n"}]).encode()
+    server = FakeService(handle)
+    monkeypatch.setenv("TIKA_SERVER_ENDPOINT", server.url)
+    try:
+        out, _ = parse(tmp_path, "w.doc", b"\xd0\xcf\x11\xe0 a Word 97 file",
+                       {"doc": {"suffix": ["doc"], "output_format": "json"}})
+        md, _ = parse(tmp_path, "w.doc", b"\xd0\xcf\x11\xe0 a Word 97 file",
+                      {"doc": {"suffix": ["doc"], "output_format": "markdown"}})
+    finally:
+        server.close()
+    assert out["json"] == [{"text": "Warranty", "doc_type_kwd": "text"},
+                           {"text": "Two years on every device.", "doc_type_kwd": "text"},
+                           {"text": "Embedded note", "doc_type_kwd": "text"}]
+    assert md["markdown"] == "Warranty\nTwo years on every device.\nEmbedded note"
+
+
+def test_unconfigured_services_are_compile_warnings_naming_the_variable_and_configured_ones_are_not(monkeypatch):
+    from compiler import diagnose
+    for var in ("MINERU_APISERVER", "DOCLING_SERVER_URL", "TIKA_SERVER_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+
+    def warnings(pdf_method: str) -> dict[str, str]:
+        doc = {"components": {
+            "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
+            "Parser:A": {"obj": {"component_name": "Parser", "params": {"setups": {
+                "pdf": {"parse_method": pdf_method, "suffix": ["pdf"], "output_format": "json"},
+                "doc": {"suffix": ["doc"], "output_format": "json"}}}}, "downstream": []}}}
+        _compiled, diags = diagnose(doc)
+        return {d.field: d.message for d in diags if d.code == "needs-service"}
+
+    found = warnings("MinerU")
+    assert "set MINERU_APISERVER to the MinerU server's URL" in found["params.setups.pdf"]
+    assert "set TIKA_SERVER_ENDPOINT to the Apache Tika server's URL" in found["params.setups.doc"]
+    assert "set DOCLING_SERVER_URL" in warnings("docling")["params.setups.pdf"]
+    assert "in its own process" in warnings("DeepDOC")["params.setups.pdf"]
+    monkeypatch.setenv("MINERU_APISERVER", "http://127.0.0.1:9")
+    monkeypatch.setenv("TIKA_SERVER_ENDPOINT", "http://127.0.0.1:9")
+    assert warnings("MinerU") == {}
+    monkeypatch.setenv("MINERU_BACKEND", "vlm-http-client")
+    assert "needs MINERU_SERVER_URL" in warnings("MinerU")["params.setups.pdf"]
