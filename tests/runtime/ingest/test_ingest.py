@@ -93,11 +93,15 @@ def test_a_branching_pipeline_and_an_agent_component_in_a_pipeline_are_errors():
 def test_the_compiler_is_reported_as_not_run_yet_naming_what_it_depends_on():
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Compiler:K"]},
-        "Compiler:K": {"obj": {"component_name": "Compiler", "params": {}}, "downstream": []}}}
+        "Compiler:K": {"obj": {"component_name": "Compiler", "params": {"compilation_template_group_id": "g-42"}},
+                       "downstream": []}}}
     compiled, diags = diagnose(doc)
     assert compiled is None
     assert [(d.code, d.component_id, d.field) for d in diags] == [("unsupported", "Compiler:K", "obj.component_name")]
     assert "compilation template groups" in diags[0].message
+    # the group it names, where its templates are, and what to do instead
+    assert "template group g-42" in diags[0].message and "RAGFlow's database" in diags[0].message
+    assert "remove it to ingest with the rest of the pipeline" in diags[0].message
 
 
 def test_a_mixed_folder_is_ingested_and_an_agents_retrieval_answers_from_it(tmp_path):
