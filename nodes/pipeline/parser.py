@@ -88,8 +88,8 @@ def _needs(family: str, method: str, low: str) -> str | None:
         return f"parse_method '{method}' needs {what or 'a vision model to read pages as images'}"
     if family in ("spreadsheet", "slides") and low == "tcadp parser":
         return f"parse_method '{method}' needs Tencent Cloud's TCADP"
-    if family == "image":
-        return f"parse_method '{method or 'ocr'}' needs {'an OCR model' if low in ('', 'ocr') else 'a vision model'}"
+    if family == "image":         # a vision model (any other method) is the models config's, as an LLM's
+        return f"parse_method '{method or 'ocr'}' needs DeepDoc's OCR model" if low in ("", "ocr") else None
     if family in ("audio", "video"):
         return f"{family} files need a {'speech' if family == 'audio' else 'vision'} model to turn them into text"
     if family == "doc":
@@ -158,6 +158,8 @@ class Parser(PipelineNode):
         need = service_needed(family, conf)
         if need:
             raise ValueError(f"{family}: {need}, which canvas2graph does not run")
+        if family == "image":
+            return await self._image_by_model(name, conf, job)
         reader = formats.pdf_plain_text if family == "pdf" else LOCAL.get(family)
         if reader is None:
             raise ValueError(f"'{family}' is not a file family RAGFlow's Parser reads")
@@ -191,3 +193,35 @@ class Parser(PipelineNode):
             out["file"] = {**(upstream.get("file") or {}), **outlines}
         job.progress(0.8, "Finish parsing.")
         return out
+
+    async def _image_by_model(self, name: str, conf: dict, job: Job) -> dict[str, Any]:
+        """RAGFlow's `_image` with a vision model (`parse_method` is its id): the picture as JPEG, described
+        with RAGFlow's prompt (or the setup's `system_prompt`), one image item."""
+        from nodes.llm import complete
+        job.progress(0.01, "Start to work on an image.")
+        llm_id = str(conf.get("parse_method"))
+        url = await asyncio.to_thread(_jpeg_data_url, name, job.read_bytes())
+        prompt = conf.get("system_prompt") or (DESCRIBE_ZH if str(conf.get("lang") or "").lower() == "chinese"
+                                                else DESCRIBE_EN)
+        text = await complete(llm_id, self.id, [{"role": "user", "content": prompt, "images": [url]}], job.ctx)
+        return {"output_format": "json", "json": [{"text": text.strip(), "doc_type_kwd": "image"}]}
+
+
+# rag/llm/cv_model.py Base.prompt: what a vision model is asked about a picture
+DESCRIBE_EN = ("Please describe the content of this picture, like where, when, who, what happen. "
+               "If it has number data, please extract them out.")
+DESCRIBE_ZH = "请用中文详细描述一下图中的内容，比如时间，地点，人物，事情，人物心情等，如果有数据请提取出数据。"
+
+
+def _jpeg_data_url(name: str, data: bytes) -> str:
+    """The picture as RAGFlow sends it: converted to RGB, saved as JPEG, a data URL."""
+    import base64
+    import io
+    from PIL import Image, UnidentifiedImageError
+    try:
+        img = Image.open(io.BytesIO(data)).convert("RGB")
+    except (UnidentifiedImageError, OSError) as e:
+        raise ValueError(f"{name} is not an image Pillow can read: {e}") from None
+    out = io.BytesIO()
+    img.save(out, format="JPEG")
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")

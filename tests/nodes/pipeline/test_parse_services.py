@@ -269,3 +269,40 @@ def test_unconfigured_services_are_compile_warnings_naming_the_variable_and_conf
     assert warnings("MinerU") == {}
     monkeypatch.setenv("MINERU_BACKEND", "vlm-http-client")
     assert "needs MINERU_SERVER_URL" in warnings("MinerU")["params.setups.pdf"]
+
+
+def test_an_image_is_described_by_the_vision_model_its_parse_method_names(tmp_path):
+    import base64
+    from PIL import Image
+    from runtime.environment import RunEnvironment, RunSettings
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"by_component": {"Parser:T": ["A receipt: 2 coffees, 7.40 EUR."]}}))
+    ctx = RunEnvironment(RunSettings(llm_script=str(script))).context("t")
+    png = io.BytesIO()
+    Image.new("RGBA", (4, 3), (200, 30, 30, 128)).save(png, format="PNG")
+    path = tmp_path / "receipt.png"
+    path.write_bytes(png.getvalue())
+    setups = {"image": {"parse_method": "gpt-4o@OpenAI", "suffix": ["png"], "output_format": "json", "lang": "English"}}
+    out, _ = run(node("Parser", {"setups": setups}), {"name": "receipt.png"},
+                 file={"name": "receipt.png", "path": str(path)}, ctx=ctx)
+    assert out["json"] == [{"text": "A receipt: 2 coffees, 7.40 EUR.", "doc_type_kwd": "image"}]
+    [request] = ctx.script.requests
+    [message] = request["messages"]
+    assert message["role"] == "human" and message["content"].startswith("Please describe the content of this picture")
+    [url] = message["images"]
+    assert url.startswith("data:image/jpeg;base64,")                # converted to RGB JPEG, as RAGFlow sends it
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (4, 3)
+
+
+def test_an_image_for_ocr_or_that_is_not_an_image_fails_naming_why(tmp_path):
+    from runtime.environment import RunEnvironment, RunSettings
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"auto_reply": "never asked"}))
+    ctx = RunEnvironment(RunSettings(llm_script=str(script))).context("t")
+    path = tmp_path / "scan.png"
+    path.write_bytes(b"not a picture")
+    with pytest.raises(ValueError, match="scan.png is not an image Pillow can read"):
+        run(node("Parser", {"setups": {"image": {"parse_method": "gpt-4o@OpenAI", "suffix": ["png"], "output_format": "json"}}}),
+            {"name": "scan.png"}, file={"name": "scan.png", "path": str(path)}, ctx=ctx)
+    with pytest.raises(ValueError, match="parse_method 'ocr' needs DeepDoc's OCR model"):
+        parse(tmp_path, "scan.png", b"not a picture", {"image": {"parse_method": "ocr", "suffix": ["png"], "output_format": "json"}})
