@@ -52,3 +52,14 @@ def test_a_pdf_parsed_by_mineru_is_stored_with_ragflows_position_fields(tmp_path
         assert found.chunks[0]["positions"] == [[1, 61, 550, 39, 79], [2, 61, 550, 396, 443]]
     finally:
         store.close()
+
+
+def test_a_pipeline_ending_before_a_chunker_stores_parser_positions_as_ragflows_fields():
+    from runtime.ingest.chunks import stored_chunks
+    from runtime.retrieval.tokenizer import get_tokenizer
+    items = [{"text": "Descale the kettle.", "doc_type_kwd": "text", "positions": [[2, 61.2, 550.8, 396.0, 443.5]],
+              "_pdf_positions": [[2, 61.2, 550.8, 396.0, 443.5]]}]
+    [fields], _, _ = stored_chunks(items, doc_id="d", kb_id="k", name="manual.pdf", tokenizer=get_tokenizer())
+    # pages as the Parser counts them (from 1); RAGFlow's add_positions would add one more here
+    assert fields["position_int"] == [[2, 61, 550, 396, 443]] and fields["page_num_int"] == [2]
+    assert fields["top_int"] == [396] and "positions" not in fields and "_pdf_positions" not in fields
