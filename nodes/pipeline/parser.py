@@ -71,6 +71,8 @@ def service_needed(family: str, conf: dict) -> str | None:
             return None
     except services.ServiceError as e:     # configured, but not so that it can work
         return str(e)
+    if family == "audio" and _asr_model(conf):
+        return None                # a speech-to-text model from the models config, called over HTTP
     how = services.what_to_configure(family, conf)
     if how:
         return f"{_needs(family, method, low)} ({how}, as RAGFlow reads it)"
@@ -90,8 +92,10 @@ def _needs(family: str, method: str, low: str) -> str | None:
         return f"parse_method '{method}' needs Tencent Cloud's TCADP"
     if family == "image":         # a vision model (any other method) is the models config's, as an LLM's
         return f"parse_method '{method or 'ocr'}' needs DeepDoc's OCR model" if low in ("", "ocr") else None
-    if family in ("audio", "video"):
-        return f"{family} files need a {'speech' if family == 'audio' else 'vision'} model to turn them into text"
+    if family == "audio":
+        return "audio files need a speech-to-text model: name it in vlm.llm_id (as RAGFlow's setup does)"
+    if family == "video":
+        return "video files need a vision model that reads video, which canvas2graph does not call"
     if family == "doc":
         return "legacy .doc files need an Apache Tika server"
     return None
@@ -160,6 +164,8 @@ class Parser(PipelineNode):
             raise ValueError(f"{family}: {need}, which canvas2graph does not run")
         if family == "image":
             return await self._image_by_model(name, conf, job)
+        if family == "audio":
+            return await self._audio_by_model(name, conf, job)
         reader = formats.pdf_plain_text if family == "pdf" else LOCAL.get(family)
         if reader is None:
             raise ValueError(f"'{family}' is not a file family RAGFlow's Parser reads")
@@ -205,6 +211,28 @@ class Parser(PipelineNode):
                                                 else DESCRIBE_EN)
         text = await complete(llm_id, self.id, [{"role": "user", "content": prompt, "images": [url]}], job.ctx)
         return {"output_format": "json", "json": [{"text": text.strip(), "doc_type_kwd": "image"}]}
+
+
+    async def _audio_by_model(self, name: str, conf: dict, job: Job) -> dict[str, Any]:
+        """RAGFlow's `_audio`: the speech-to-text model `vlm.llm_id` transcribes the file (OpenAI's
+        `audio.transcriptions`, at the model's provider as the models config resolves it)."""
+        from runtime.models import ModelConfigError
+        job.progress(0.01, "Start to work on an audio.")
+        llm_id = _asr_model(conf)
+        if job.ctx.models is None:
+            raise ValueError(f"audio: no models are configured for this run to reach {llm_id}")
+        try:
+            text = await asyncio.to_thread(services.transcribe, job.ctx.models, llm_id, self.id, name, job.read_bytes())
+        except ModelConfigError as e:
+            raise ValueError(f"audio: {e}") from None
+        except services.ServiceError as e:
+            raise ValueError(f"audio: {e}") from None
+        return {"output_format": conf.get("output_format") or "text", "text": text}
+
+
+def _asr_model(conf: dict) -> str:
+    vlm = conf.get("vlm")
+    return str(vlm.get("llm_id") or "").strip() if isinstance(vlm, dict) else ""
 
 
 # rag/llm/cv_model.py Base.prompt: what a vision model is asked about a picture

@@ -291,6 +291,27 @@ class Tika(Service):
         return content
 
 
+# --- speech to text ---------------------------------------------------------------------------------
+def transcribe(models, llm_id: str, component_id: str, name: str, data: bytes) -> str:
+    """RAGFlow's Seq2txt `transcription`: OpenAI's client, `audio.transcriptions.create(model, file)`, at the
+    provider the models config gives `llm_id` (its base URL and key, as a chat model's)."""
+    import openai
+    resolved = models._resolve(llm_id, component_id)
+    client = openai.OpenAI(base_url=resolved.base_url, api_key=resolved.api_key, timeout=TIMEOUT_S, max_retries=0)
+    url = resolved.base_url.rstrip("/") + "/audio/transcriptions"
+    try:
+        result = client.audio.transcriptions.create(model=resolved.model, file=(PurePosixPath(name).name, data))
+    except openai.APIStatusError as e:
+        raise ServiceError(f"the speech-to-text model {llm_id} at {url} answered HTTP {e.status_code}: "
+                           f"{str(e.message)[:300]}") from None
+    except openai.APIError as e:
+        raise ServiceError(f"the speech-to-text model {llm_id} at {url} cannot be reached: {e}") from None
+    text = getattr(result, "text", None)
+    if not isinstance(text, str):
+        raise ServiceError(f"the speech-to-text model {llm_id} at {url} answered without a text")
+    return text.strip()
+
+
 # --- which service a setup uses -------------------------------------------------------------------
 PDF_CLIENTS = {"mineru": MinerU, "docling": Docling}
 

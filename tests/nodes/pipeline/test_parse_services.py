@@ -306,3 +306,47 @@ def test_an_image_for_ocr_or_that_is_not_an_image_fails_naming_why(tmp_path):
             {"name": "scan.png"}, file={"name": "scan.png", "path": str(path)}, ctx=ctx)
     with pytest.raises(ValueError, match="parse_method 'ocr' needs DeepDoc's OCR model"):
         parse(tmp_path, "scan.png", b"not a picture", {"image": {"parse_method": "ocr", "suffix": ["png"], "output_format": "json"}})
+
+
+def test_audio_is_transcribed_by_the_speech_model_vlm_names_at_its_provider(tmp_path, monkeypatch):
+    from runtime.environment import RunEnvironment, RunSettings
+
+    def handle(method, path, headers, body):
+        if path != "/v1/audio/transcriptions":
+            return 404, "application/json", b'{"error": {"message": "no such route"}}'
+        form = multipart(headers, body)
+        assert form["model"][1] == b"whisper-1" and form["file"] == ("call.wav", b"RIFF....WAVEfmt ")
+        return 200, "application/json", b'{"text": " Hello, I was charged twice. "}'
+    server = FakeService(handle)
+    monkeypatch.setenv("OPENAI_API_COMPATIBLE_BASE_URL", server.url + "/v1")
+    ctx = RunEnvironment(RunSettings()).context("t")
+    path = tmp_path / "call.wav"
+    path.write_bytes(b"RIFF....WAVEfmt ")
+    setups = {"audio": {"suffix": ["wav"], "output_format": "text", "vlm": {"llm_id": "whisper-1@OpenAI-API-Compatible"}}}
+    try:
+        out, _ = run(node("Parser", {"setups": setups}), {"name": "call.wav"},
+                     file={"name": "call.wav", "path": str(path)}, ctx=ctx)
+        assert out == {"output_format": "text", "text": "Hello, I was charged twice."}
+        setups["audio"]["vlm"]["llm_id"] = "nope@OpenAI-API-Compatible"
+        monkeypatch.setenv("OPENAI_API_COMPATIBLE_BASE_URL", server.url + "/v2")
+        ctx = RunEnvironment(RunSettings()).context("t")
+        with pytest.raises(ValueError, match=r"audio: the speech-to-text model nope@OpenAI-API-Compatible at "
+                                             r"http://127\.0\.0\.1:\d+/v2/audio/transcriptions answered HTTP 404"):
+            run(node("Parser", {"setups": setups}), {"name": "call.wav"}, file={"name": "call.wav", "path": str(path)},
+                ctx=ctx)
+    finally:
+        server.close()
+
+
+def test_audio_without_a_speech_model_is_a_warning_saying_where_to_name_it():
+    from compiler import diagnose
+    doc = {"components": {
+        "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
+        "Parser:A": {"obj": {"component_name": "Parser", "params": {"setups": {
+            "audio": {"suffix": ["wav"], "output_format": "text"},
+            "video": {"suffix": ["mp4"], "output_format": "text", "vlm": {"llm_id": "gpt-4o@OpenAI"}}}}},
+            "downstream": []}}}
+    _compiled, diags = diagnose(doc)
+    found = {d.field: d.message for d in diags if d.code == "needs-service"}
+    assert "speech-to-text model: name it in vlm.llm_id" in found["params.setups.audio"]
+    assert "video" in found["params.setups.video"]
