@@ -4,9 +4,10 @@
 audio, video, epub) to its suffixes, output format and method. RAGFlow's Python engine reads them from
 `params.setups`; its templates (written for its Go engine) put the families at the top of `params`
 instead: both are read, `setups` first. A file goes to the first family whose suffixes hold its
-extension. MinerU, Docling and Tika are called over HTTP when configured (nodes/pipeline/services.py).
-Methods that need RAGFlow's DeepDoc models or a service not configured or not reached (OCR, PaddleOCR,
-TCADP, vision and speech models) are reported when the DSL compiles, naming the method and what to
+extension. MinerU, Docling, PaddleOCR and Tika are called over HTTP when configured, speech-to-text
+and vision models through the models config (nodes/pipeline/services.py).
+Methods that need RAGFlow's DeepDoc models or a service not configured or not written yet (OCR,
+TCADP, OpenDataLoader, SoMark, Mistral OCR, vision models on PDF pages or video) are reported when the DSL compiles, naming the method and what to
 configure or run instead; a file that reaches one fails at this component with that message.
 """
 from __future__ import annotations

@@ -7,6 +7,7 @@ the same protocols to the same services, configured by the same environment vari
 |---|---|---|---|
 | pdf `mineru` (or `<name>@MinerU`) | `MINERU_APISERVER` (`MINERU_BACKEND`, `MINERU_SERVER_URL`) | `POST /file_parse`, multipart `files` and RAGFlow's form fields | a zip holding `<stem>_content_list.json` |
 | pdf `docling` | `DOCLING_SERVER_URL` | `POST /v1/convert/source` (then `/v1alpha`, then without chunking), the PDF as base64 | `{"document": {"md_content", ...}}` or chunks |
+| pdf `paddleocr` (or `<name>@PaddleOCR`) | `PADDLEOCR_ACCESS_TOKEN` (`PADDLEOCR_BASE_URL`, `PADDLEOCR_ALGORITHM`) | `POST /api/v2/ocr/jobs` (multipart `file`, `model`, `optionalPayload`), then polls the job | the job's JSON-lines result: layout blocks with labels and boxes |
 | doc (legacy Word) | `TIKA_SERVER_ENDPOINT` (tika-python's variable) | `PUT /rmeta/text`, the file as the body | `[{"X-TIKA:content": ...}, ...]` |
 
 What each gives back becomes the boxes RAGFlow's Parser makes of it (deepdoc/parser/mineru_parser.py,
@@ -56,12 +57,21 @@ def _post_error(service: str, url: str, e: Exception) -> ServiceError:
 
 class Service:
     name = ""
-    env = ""
+    env = ""            # the variable that configures it (its URL, unless the class says otherwise)
     url = ""
 
     def __init__(self, url: str, environ: Mapping[str, str]):
         self.url = url.rstrip("/")
         self.environ = environ
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> "Service | None":
+        url = (environ.get(cls.env) or "").strip()
+        return cls(url, environ) if url else None
+
+    @classmethod
+    def how(cls) -> str:
+        return f"set {cls.env} to the {cls.name} server's URL"
 
 
 # --- MinerU ---------------------------------------------------------------------------------------
@@ -265,6 +275,131 @@ def _documents(payload: Any) -> list[dict[str, Any]]:
     return out
 
 
+# --- PaddleOCR ------------------------------------------------------------------------------------
+PADDLE_REMOVE_IMAGES = re.compile(r"<div[^>]*>\s*<img[^>]*/>\s*</div>|<img[^>]*/>", re.IGNORECASE | re.DOTALL)
+PADDLE_ZOOMIN = 2
+PADDLE_DEFAULT_URL = "https://paddleocr.aistudio-app.com"
+
+
+class PaddleOCR(Service):
+    """PaddleOCR's job API as RAGFlow's PaddleOCRParser uses it: submit, poll, fetch the JSONL result."""
+    name, env = "PaddleOCR", "PADDLEOCR_ACCESS_TOKEN"
+    timeout = 600.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> "PaddleOCR | None":
+        token = (environ.get("PADDLEOCR_ACCESS_TOKEN") or "").strip()
+        if not token:              # RAGFlow's check_installation: no token, no PaddleOCR
+            return None
+        url = (environ.get("PADDLEOCR_BASE_URL") or environ.get("PADDLEOCR_API_URL") or PADDLE_DEFAULT_URL).strip()
+        return cls(url, environ)
+
+    @classmethod
+    def how(cls) -> str:
+        return "set PADDLEOCR_ACCESS_TOKEN (and PADDLEOCR_BASE_URL for a server other than PaddleOCR's cloud)"
+
+    def pdf(self, name: str, data: bytes, conf: dict, progress: Progress) -> list[dict[str, Any]]:
+        import time
+        import httpx
+        token = self.environ.get("PADDLEOCR_ACCESS_TOKEN", "").strip()
+        algorithm = (self.environ.get("PADDLEOCR_ALGORITHM") or "PaddleOCR-VL").strip()
+        headers = {"Client-Platform": "ragflow", "Authorization": f"Bearer {token}"}
+        jobs = f"{self.url}/api/v2/ocr/jobs"
+        deadline = time.monotonic() + self.timeout
+        payload = {"prettifyMarkdown": True, "showFormulaNumber": True, "visualize": False}
+        progress(0.1, "[PaddleOCR] submitting request")
+        with httpx.Client(timeout=60.0) as client:
+            try:
+                resp = client.post(jobs, data={"model": algorithm, "optionalPayload": json.dumps(payload)},
+                                   files={"file": ("document.pdf", data)}, headers=headers)
+            except httpx.HTTPError as e:
+                raise _post_error("PaddleOCR", jobs, e) from None
+            if resp.status_code != 200:
+                raise ServiceError(f"PaddleOCR at {jobs}: the submission answered HTTP {resp.status_code}: {resp.text[:300]}")
+            submitted = _json(resp, "PaddleOCR", jobs)
+            job = (submitted.get("data") or {}).get("jobId") or submitted.get("jobId")
+            if not job:
+                raise ServiceError(f"PaddleOCR at {jobs}: no job id in the submission's reply")
+            progress(0.2, f"[PaddleOCR] job submitted: {job}")
+            poll, interval = f"{jobs}/{job}", 3.0
+            while True:
+                try:
+                    resp = client.get(poll, headers=headers)
+                except httpx.HTTPError as e:
+                    raise _post_error("PaddleOCR", poll, e) from None
+                if resp.status_code != 200:
+                    raise ServiceError(f"PaddleOCR at {poll}: polling answered HTTP {resp.status_code}: {resp.text[:200]}")
+                polled = _json(resp, "PaddleOCR", poll)
+                info = polled.get("data") or {}
+                state = info.get("state") or polled.get("state")
+                if state == "done":
+                    break
+                if state == "failed":
+                    raise ServiceError(f"PaddleOCR job {job} failed: {info.get('errorMsg', 'Unknown error')}")
+                if time.monotonic() + interval > deadline:
+                    raise ServiceError(f"PaddleOCR job {job} did not finish within {self.timeout:g} s")
+                time.sleep(interval)
+                interval = min(interval * 1.5, 15.0)
+            progress(0.7, "[PaddleOCR] job done, fetching result")
+            result_url = info.get("resultJsonUrl") or (info.get("resultUrl") or {}).get("jsonUrl")
+            if not result_url:
+                raise ServiceError(f"PaddleOCR job {job} is done but names no result URL")
+            try:
+                resp = client.get(result_url)
+                resp.raise_for_status()
+            except httpx.HTTPError as e:
+                raise _post_error("PaddleOCR", result_url, e) from None
+        layout: list[dict] = []
+        ocr: list[dict] = []
+        for line in resp.text.strip().split("\n"):
+            if line.strip():
+                try:
+                    result = (json.loads(line) or {}).get("result") or {}
+                except ValueError as e:
+                    raise ServiceError(f"PaddleOCR's result at {result_url} is not JSON lines: {e}") from None
+                layout += result.get("layoutParsingResults") or []
+                ocr += result.get("ocrResults") or []
+        return self.boxes(layout, ocr)
+
+    @staticmethod
+    def boxes(layout: list[dict], ocr: list[dict]) -> list[dict[str, Any]]:
+        """RAGFlow's PaddleOCRParser._transfer_to_sections for the pipeline: text, label, position."""
+        out = []
+
+        def box(text: str, label: str, page: int, bbox) -> dict[str, Any]:
+            left, top, right, bottom = (float(v) for v in (list(bbox) + [0, 0, 0, 0])[:4])
+            left, right = min(left, right), max(left, right)
+            top, bottom = min(top, bottom), max(top, bottom)
+            z = PADDLE_ZOOMIN
+            return {"text": text, "layout_type": label or "text",
+                    "positions": [[page + 1, left // z, right // z, top // z, bottom // z]]}
+        if not layout:        # PP-OCRv6 and the like: text lines only
+            for page, result in enumerate(ocr):
+                pruned = result.get("prunedResult") or {}
+                rec_boxes = pruned.get("rec_boxes") or []
+                for i, text in enumerate(pruned.get("rec_texts") or []):
+                    if str(text).strip():
+                        out.append(box(str(text).strip(), "", page, rec_boxes[i] if i < len(rec_boxes) else [0, 0, 0, 0]))
+            return out
+        for page, result in enumerate(layout):
+            for block in (result.get("prunedResult") or {}).get("parsing_res_list") or []:
+                content = str(block.get("block_content") or "").strip()
+                if content:
+                    out.append(box(PADDLE_REMOVE_IMAGES.sub("", content), str(block.get("block_label") or ""), page,
+                                   block.get("block_bbox") or [0, 0, 0, 0]))
+        return out
+
+
+def _json(resp, service: str, url: str) -> dict:
+    try:
+        found = resp.json()
+    except ValueError:
+        raise ServiceError(f"{service} at {url} did not answer JSON") from None
+    if not isinstance(found, dict):
+        raise ServiceError(f"{service} at {url} did not answer a JSON object")
+    return found
+
+
 # --- Apache Tika ----------------------------------------------------------------------------------
 class Tika(Service):
     name, env = "Apache Tika", "TIKA_SERVER_ENDPOINT"
@@ -313,7 +448,7 @@ def transcribe(models, llm_id: str, component_id: str, name: str, data: bytes) -
 
 
 # --- which service a setup uses -------------------------------------------------------------------
-PDF_CLIENTS = {"mineru": MinerU, "docling": Docling}
+PDF_CLIENTS = {"mineru": MinerU, "docling": Docling, "paddleocr": PaddleOCR}
 
 
 def pdf_method(conf: dict) -> str:
@@ -330,10 +465,7 @@ def client_for(family: str, conf: dict, environ: Mapping[str, str] | None = None
     Raises ServiceError for a configuration that cannot work (an unknown MinerU backend, say)."""
     environ = os.environ if environ is None else environ
     cls = PDF_CLIENTS.get(pdf_method(conf)) if family == "pdf" else Tika if family == "doc" else None
-    if cls is None:
-        return None
-    url = (environ.get(cls.env) or "").strip()
-    return cls(url, environ) if url else None
+    return cls.from_env(environ) if cls is not None else None
 
 
 def what_to_configure(family: str, conf: dict) -> str | None:
@@ -341,7 +473,7 @@ def what_to_configure(family: str, conf: dict) -> str | None:
     cls = PDF_CLIENTS.get(pdf_method(conf)) if family == "pdf" else Tika if family == "doc" else None
     if cls is None:
         return None
-    return f"set {cls.env} to the {cls.name} server's URL"
+    return cls.how()
 
 
 

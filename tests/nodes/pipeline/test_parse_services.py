@@ -34,7 +34,7 @@ class FakeService:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-            do_POST = do_PUT = _serve
+            do_POST = do_PUT = do_GET = _serve
 
             def log_message(self, *args):
                 pass
@@ -350,3 +350,61 @@ def test_audio_without_a_speech_model_is_a_warning_saying_where_to_name_it():
     found = {d.field: d.message for d in diags if d.code == "needs-service"}
     assert "speech-to-text model: name it in vlm.llm_id" in found["params.setups.audio"]
     assert "video" in found["params.setups.video"]
+
+
+def test_paddleocr_jobs_are_submitted_polled_and_their_result_read_as_ragflow_does(tmp_path, monkeypatch):
+    polls = []
+    result = {"result": {"layoutParsingResults": [
+        {"prunedResult": {"parsing_res_list": [
+            {"block_label": "paragraph_title", "block_content": "Refunds", "block_bbox": [144, 100, 600, 140]},
+            {"block_label": "text", "block_content": "Paid within 14 days. <img src=\"x.png\"/>", "block_bbox": [144, 160, 1100, 260]},
+            {"block_label": "header", "block_content": "ACME", "block_bbox": [0, 0, 100, 20]}]}},
+        {"prunedResult": {"parsing_res_list": [
+            {"block_label": "table", "block_content": "<table><tr><td>Fee</td></tr></table>", "block_bbox": [144, 80, 900, 300]}]}}]}}
+
+    def handle(method, path, headers, body):
+        assert headers["Authorization"] == "Bearer t0ken" and headers["Client-Platform"] == "ragflow"
+        if method == "POST" and path == "/api/v2/ocr/jobs":
+            form = multipart(headers, body)
+            assert form["model"][1] == b"PaddleOCR-VL" and form["file"][0] == "document.pdf"
+            assert json.loads(form["optionalPayload"][1]) == {"prettifyMarkdown": True, "showFormulaNumber": True,
+                                                              "visualize": False}
+            return 200, "application/json", b'{"data": {"jobId": "j1"}}'
+        if method == "GET" and path == "/api/v2/ocr/jobs/j1":
+            polls.append(path)
+            state = "running" if len(polls) == 1 else "done"
+            return 200, "application/json", json.dumps({"data": {"state": state, "resultUrl": {
+                "jsonUrl": server.url + "/results/j1.jsonl"}}}).encode()
+        return 404, "text/plain", b"no"
+
+    def results(method, path, headers, body):
+        return 200, "application/jsonl", (json.dumps(result) + "\n").encode()
+
+    server = FakeService(lambda m, p, h, b: results(m, p, h, b) if p.startswith("/results/") else handle(m, p, h, b))
+    monkeypatch.setenv("PADDLEOCR_ACCESS_TOKEN", "t0ken")
+    monkeypatch.setenv("PADDLEOCR_BASE_URL", server.url)
+    try:
+        out, progress = parse(tmp_path, "p.pdf", two_page_pdf(), {"pdf": {
+            "parse_method": "PaddleOCR", "suffix": ["pdf"], "output_format": "json", "remove_header_footer": True}})
+    finally:
+        server.close()
+    assert len(polls) == 2                               # polled until done
+    items = out["json"]
+    assert [(i["text"], i["layout_type"], i["doc_type_kwd"]) for i in items] == [
+        ("Refunds", "paragraph_title", "text"), ("Paid within 14 days. ", "text", "text"),
+        ("<table><tr><td>Fee</td></tr></table>", "table", "table")]       # the header dropped, images removed
+    # PaddleOCR's boxes are at twice the page's scale: halved (floor) as RAGFlow's position tags
+    assert items[0]["positions"] == [[1, 72.0, 300.0, 50.0, 70.0]] and items[2]["positions"] == [[2, 72.0, 450.0, 40.0, 150.0]]
+    assert any("job submitted: j1" in m for _, m in progress)
+
+
+def test_paddleocr_without_a_token_is_a_warning_naming_it(monkeypatch):
+    from compiler import diagnose
+    monkeypatch.delenv("PADDLEOCR_ACCESS_TOKEN", raising=False)
+    doc = {"components": {
+        "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
+        "Parser:A": {"obj": {"component_name": "Parser", "params": {"setups": {
+            "pdf": {"parse_method": "PaddleOCR-VL@PaddleOCR", "suffix": ["pdf"], "output_format": "json"}}}},
+            "downstream": []}}}
+    _compiled, diags = diagnose(doc)
+    assert "set PADDLEOCR_ACCESS_TOKEN" in next(d.message for d in diags if d.code == "needs-service")
