@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 from pydantic import Field, model_validator
 
-from nodes.pipeline import formats, services
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline import formats, services
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.registry import register_pipeline
 
 ALLOWED_FORMATS = {
     "pdf": ["json", "markdown"], "spreadsheet": ["json", "markdown", "html"], "doc": ["json", "markdown"],
@@ -204,7 +204,7 @@ class Parser(PipelineNode):
     async def _image_by_model(self, name: str, conf: dict, job: Job) -> dict[str, Any]:
         """RAGFlow's `_image` with a vision model (`parse_method` is its id): the picture as JPEG, described
         with RAGFlow's prompt (or the setup's `system_prompt`), one image item."""
-        from nodes.llm import complete
+        from canvas2graph.nodes.llm import complete
         job.progress(0.01, "Start to work on an image.")
         llm_id = str(conf.get("parse_method"))
         url = await asyncio.to_thread(_jpeg_data_url, name, job.read_bytes())
@@ -217,7 +217,7 @@ class Parser(PipelineNode):
     async def _audio_by_model(self, name: str, conf: dict, job: Job) -> dict[str, Any]:
         """RAGFlow's `_audio`: the speech-to-text model `vlm.llm_id` transcribes the file (OpenAI's
         `audio.transcriptions`, at the model's provider as the models config resolves it)."""
-        from runtime.models import ModelConfigError
+        from canvas2graph.runtime.services.models import ModelConfigError
         job.progress(0.01, "Start to work on an audio.")
         llm_id = _asr_model(conf)
         if job.ctx.models is None:

@@ -481,7 +481,7 @@ def what_to_configure(family: str, conf: dict) -> str | None:
 def pdf_output(boxes: list[dict[str, Any]], data: bytes, conf: dict) -> dict[str, Any]:
     """RAGFlow's `_pdf` after the parse: layout types normalised, headers and footers dropped when asked,
     `doc_type_kwd` set, then `json` (with `_pdf_positions`) or `markdown`; the PDF's outline as the file's."""
-    from nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions
+    from canvas2graph.nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions
     items = []
     for b in boxes:
         raw = str(b.get("layout_type") or "").strip()

@@ -246,7 +246,7 @@ def test_tika_reads_a_legacy_doc_into_one_item_per_line(tmp_path, monkeypatch):
 
 
 def test_unconfigured_services_are_compile_warnings_naming_the_variable_and_configured_ones_are_not(monkeypatch):
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     for var in ("MINERU_APISERVER", "DOCLING_SERVER_URL", "TIKA_SERVER_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
 
@@ -274,7 +274,7 @@ def test_unconfigured_services_are_compile_warnings_naming_the_variable_and_conf
 def test_an_image_is_described_by_the_vision_model_its_parse_method_names(tmp_path):
     import base64
     from PIL import Image
-    from runtime.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"by_component": {"Parser:T": ["A receipt: 2 coffees, 7.40 EUR."]}}))
     ctx = RunEnvironment(RunSettings(llm_script=str(script))).context("t")
@@ -295,7 +295,7 @@ def test_an_image_is_described_by_the_vision_model_its_parse_method_names(tmp_pa
 
 
 def test_an_image_for_ocr_or_that_is_not_an_image_fails_naming_why(tmp_path):
-    from runtime.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"auto_reply": "never asked"}))
     ctx = RunEnvironment(RunSettings(llm_script=str(script))).context("t")
@@ -309,7 +309,7 @@ def test_an_image_for_ocr_or_that_is_not_an_image_fails_naming_why(tmp_path):
 
 
 def test_audio_is_transcribed_by_the_speech_model_vlm_names_at_its_provider(tmp_path, monkeypatch):
-    from runtime.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
 
     def handle(method, path, headers, body):
         if path != "/v1/audio/transcriptions":
@@ -339,7 +339,7 @@ def test_audio_is_transcribed_by_the_speech_model_vlm_names_at_its_provider(tmp_
 
 
 def test_audio_without_a_speech_model_is_a_warning_saying_where_to_name_it():
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
         "Parser:A": {"obj": {"component_name": "Parser", "params": {"setups": {
@@ -399,7 +399,7 @@ def test_paddleocr_jobs_are_submitted_polled_and_their_result_read_as_ragflow_do
 
 
 def test_paddleocr_without_a_token_is_a_warning_naming_it(monkeypatch):
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     monkeypatch.delenv("PADDLEOCR_ACCESS_TOKEN", raising=False)
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},

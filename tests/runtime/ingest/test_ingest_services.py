@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 
-from runtime.retrieval import RetrievalRequest
-from runtime.retrieval.embedded import EmbeddedBackend
+from canvas2graph.runtime.services.retrieval import RetrievalRequest
+from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from tests.conftest import REPO
 from tests.nodes.pipeline.test_parse_services import FakeService, mineru_zip, multipart, two_page_pdf
 
@@ -32,7 +32,7 @@ def test_a_pdf_parsed_by_mineru_is_stored_with_ragflows_position_fields(tmp_path
     (tmp_path / "docs" / "manual.pdf").write_bytes(two_page_pdf())
     env = {**os.environ, "MINERU_APISERVER": server.url}
     try:
-        done = subprocess.run([sys.executable, "-m", "runtime.cli", "ingest", str(tmp_path / "pipeline.json"),
+        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
                                str(tmp_path / "docs"), "--kb", "manuals", "--db", str(tmp_path / "s.db")],
                               cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     finally:
@@ -55,8 +55,8 @@ def test_a_pdf_parsed_by_mineru_is_stored_with_ragflows_position_fields(tmp_path
 
 
 def test_a_pipeline_ending_before_a_chunker_stores_parser_positions_as_ragflows_fields():
-    from runtime.ingest.chunks import stored_chunks
-    from runtime.retrieval.tokenizer import get_tokenizer
+    from canvas2graph.runtime.run.ingest.chunks import stored_chunks
+    from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
     items = [{"text": "Descale the kettle.", "doc_type_kwd": "text", "positions": [[2, 61.2, 550.8, 396.0, 443.5]],
               "_pdf_positions": [[2, 61.2, 550.8, 396.0, 443.5]]}]
     [fields], _, _ = stored_chunks(items, doc_id="d", kb_id="k", name="manual.pdf", tokenizer=get_tokenizer())
