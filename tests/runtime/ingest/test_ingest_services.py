@@ -12,6 +12,7 @@ from canvas2graph.runtime.services.retrieval import RetrievalRequest
 from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from tests.conftest import REPO
 from tests.nodes.pipeline.test_parse_services import FakeService, mineru_zip, multipart, two_page_pdf
+from tests.runtime.retrieval.conftest import es_url  # noqa: F401  (the noida-db fixture)
 
 BLOCKS = [
     {"type": "text", "text": "The blender has three speeds and a pulse button.", "bbox": [100, 50, 900, 100], "page_idx": 0},
@@ -63,3 +64,35 @@ def test_a_pipeline_ending_before_a_chunker_stores_parser_positions_as_ragflows_
     # pages as the Parser counts them (from 1); RAGFlow's add_positions would add one more here
     assert fields["position_int"] == [[2, 61, 550, 396, 443]] and fields["page_num_int"] == [2]
     assert fields["top_int"] == [396] and "positions" not in fields and "_pdf_positions" not in fields
+
+
+def test_elasticsearch_keeps_the_position_fields_in_ragflows_layout(es_url, tmp_path):  # noqa: F811
+    from elasticsearch import Elasticsearch
+
+    def handle(method, path, headers, body):
+        name = multipart(headers, body)["files"][0]
+        return 200, "application/zip", mineru_zip(name.rsplit(".", 1)[0], BLOCKS)
+    server = FakeService(handle)
+    pipeline = json.loads((REPO / "fixtures" / "kb" / "pipeline.json").read_text())
+    pipeline["dsl"]["components"]["Parser:Docs"]["obj"]["params"]["setups"]["pdf"] = {
+        "parse_method": "MinerU", "suffix": ["pdf"], "output_format": "json"}
+    (tmp_path / "pipeline.json").write_text(json.dumps(pipeline))
+    (tmp_path / "manual.pdf").write_bytes(two_page_pdf())
+    try:
+        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
+                               str(tmp_path / "manual.pdf"), "--kb", "manuals", "--db", str(tmp_path / "s.db"),
+                               "--retrieval", es_url.replace("http://", "elasticsearch://"), "--tenant", "pos-tenant"],
+                              cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MINERU_APISERVER": server.url})
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    es = Elasticsearch(es_url)
+    es.indices.refresh(index="ragflow_pos-tenant")
+    [hit] = es.search(index="ragflow_pos-tenant", body={"query": {"term": {"kb_id": "manuals"}}})["hits"]["hits"]
+    source = hit["_source"]
+    assert source["position_int"] == [[1, 61, 550, 39, 79], [2, 61, 550, 396, 443]]
+    assert source["page_num_int"] == [1, 2] and source["top_int"] == [39, 396]
+    # the mapping's *_int template makes them integers: a range query on the page finds the chunk
+    found = es.search(index="ragflow_pos-tenant", body={"query": {"range": {"page_num_int": {"gte": 2}}}})
+    assert found["hits"]["total"]["value"] == 1
