@@ -26,10 +26,13 @@ from server.errors import ApiError
 from server.protocols import common
 from server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
 
-# stream modes langgraph-sdk asks for -> (LangGraph's stream mode, the SSE event it is sent as)
-STREAM_MODES = {"values": ("values", "values"), "updates": ("updates", "updates"),
-                "messages-tuple": ("messages", "messages"), "custom": ("custom", "custom"),
-                "debug": ("debug", "debug"), "tasks": ("tasks", "tasks"), "checkpoints": ("checkpoints", "checkpoints")}
+# stream modes langgraph-sdk asks for -> the LangGraph stream mode (runtime/events.py raw mode) they need.
+# `messages-tuple` sends LangGraph's (message chunk, metadata) pairs as they come; `messages` sends them as
+# LangGraph Server does: `messages/metadata` once a message starts, then `messages/partial` with the message
+# so far (`messages/complete` for one that came whole); `events` sends astream_events' events.
+STREAM_MODES = {"values": "values", "updates": "updates", "messages-tuple": "messages", "messages": "messages",
+                "custom": "custom", "events": "events", "debug": "debug", "tasks": "tasks",
+                "checkpoints": "checkpoints"}
 RUNS_KEPT = 1000                # finished runs whose frames this process keeps for join_stream
 JOIN_POLL_SECONDS = 0.25        # how often a join looks at a run that another process runs
 
@@ -67,10 +70,11 @@ def _input_request(value: Any) -> dict[str, Any]:
     return fields
 
 
-async def turn_request(request: Request, session: Session, body: dict, modes: list[str]) -> TurnRequest:
+async def turn_request(request: Request, session: Session, body: dict, modes: list[str],
+                       run_id: str | None = None) -> TurnRequest:
     """The turn a run body asks for: a new turn (`input`), a form answered (`command.resume`), or a run
     from an earlier checkpoint (`checkpoint_id`: LangGraph's replay and fork)."""
-    raw = [STREAM_MODES[m][0] for m in modes]
+    raw = list(dict.fromkeys(STREAM_MODES[m] for m in modes))
     command = body.get("command") or {}
     if not isinstance(command, dict) or set(command) - {"resume"}:
         raise LangGraphError(422, "only `command={'resume': ...}` is served (not goto or update)")
@@ -88,17 +92,17 @@ async def turn_request(request: Request, session: Session, body: dict, modes: li
             raise LangGraphError(422, "a form answered from a checkpoint takes an object of its fields")
         config = {"configurable": {"thread_id": session.id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
         return TurnRequest(fork=ForkPlan(config=config, component_id="", component_type="", resume=resume),
-                           stream_modes=raw)
+                           stream_modes=raw, run_id=run_id)
     if "resume" in command:
         resume = command["resume"]
         if isinstance(resume, dict):
-            return TurnRequest(inputs=resume, stream_modes=raw)
+            return TurnRequest(inputs=resume, stream_modes=raw, run_id=run_id)
         pause = await common.waiting_for(request, session)
         turn = common.form_request({"query": "" if resume is None else str(resume)}, {}, pause)
-        turn.stream_modes = raw
+        turn.stream_modes, turn.run_id = raw, run_id
         return turn
     fields = _input_request(body["input"]) if body.get("input") is not None else {}
-    return TurnRequest(**fields, stream_modes=raw)
+    return TurnRequest(**fields, stream_modes=raw, run_id=run_id)
 
 
 @dataclass
@@ -128,9 +132,10 @@ class Runs:
         a task that reads it to its end."""
         store = request.app.state.store
         modes = stream_modes(body.get("stream_mode"))
-        wanted_turn = await turn_request(request, session, body, modes)
+        run_id = str(uuid.uuid4())
+        wanted_turn = await turn_request(request, session, body, modes, run_id)
         metadata = body.get("metadata") or {}
-        row = {"run_id": str(uuid.uuid4()), "thread_id": session.id, "tenant": tenant, "assistant_id": agent.id,
+        row = {"run_id": run_id, "thread_id": session.id, "tenant": tenant, "assistant_id": agent.id,
                "status": "pending", "metadata": json.dumps(metadata, default=str),
                "multitask_strategy": body.get("multitask_strategy") or "reject", "created_at": now(),
                "updated_at": now()}
@@ -160,15 +165,23 @@ class Runs:
                                (status, run.row["updated_at"], run.run_id))
 
     async def _consume(self, store, run: Run, modes: list[str]) -> None:
-        wanted = {STREAM_MODES[m][0]: STREAM_MODES[m][1] for m in modes}
+        wanted = {STREAM_MODES[m] for m in modes}
+        whole_messages: dict[str, Any] = {}        # `messages` mode: each message so far, by its id
 
         async def on_event(event: dict) -> None:
             if event.get("event") != "langgraph" or event.get("mode") not in wanted:
                 return
-            data = event["data"]
-            if event["mode"] == "messages":
-                data = list(data)       # (message chunk, metadata)
-            await self._add(run, sse(wanted[event["mode"]], data))
+            mode, data = event["mode"], event["data"]
+            if mode == "messages":
+                if "messages-tuple" in modes:
+                    await self._add(run, sse("messages", list(data)))       # (message chunk, metadata)
+                else:
+                    for name, value in message_frames(whole_messages, *data):
+                        await self._add(run, sse(name, value))
+                return
+            if mode == "values" and event.get("interrupts") and isinstance(data, dict):
+                data = {**data, "__interrupt__": event["interrupts"]}      # as LangGraph Server sends a pause
+            await self._add(run, sse(mode, data))
 
         try:
             run.result = await common.run_to_end(run.turn, on_event)
@@ -222,6 +235,24 @@ class Runs:
             await asyncio.sleep(JOIN_POLL_SECONDS)
 
 
+def message_frames(seen: dict[str, Any], message: Any, metadata: dict) -> list[tuple[str, Any]]:
+    """LangGraph Server's `messages` stream mode for one part of LangGraph's: `messages/metadata` when a
+    message starts, then the message so far as `messages/partial` (a chunk) or `messages/complete`."""
+    from langchain_core.messages import BaseMessageChunk, convert_to_messages, message_chunk_to_message
+
+    if isinstance(message, dict):
+        message = convert_to_messages([message])[0]
+    frames: list[tuple[str, Any]] = []
+    if message.id in seen:
+        seen[message.id] += message
+    else:
+        seen[message.id] = message
+        frames.append(("messages/metadata", {message.id: {"metadata": metadata}}))
+    kind = "messages/partial" if isinstance(message, BaseMessageChunk) else "messages/complete"
+    frames.append((kind, [message_chunk_to_message(seen[message.id])]))
+    return frames
+
+
 def error_value(result: common.TurnResult | None) -> dict | None:
     """`runs.wait`'s `__error__` for a run that failed."""
     if result is None or result.status not in ("failed", "stopped"):
@@ -229,4 +260,4 @@ def error_value(result: common.TurnResult | None) -> dict | None:
     return {"error": "RunError", "message": result.error or "the run failed"}
 
 
-__all__ = ["LangGraphError", "Run", "Runs", "STREAM_MODES", "dumps", "error_value", "stream_modes"]
+__all__ = ["LangGraphError", "Run", "Runs", "STREAM_MODES", "dumps", "error_value", "message_frames", "stream_modes"]

@@ -68,6 +68,26 @@ async def test_a_streamed_run_shows_values_updates_tokens_and_debug_steps(server
     assert [t["thread_id"] for t in found] == [thread["thread_id"]] and found[0]["status"] == "idle"
 
 
+async def test_a_run_streaming_events_and_messages_is_cancelled_mid_way(server, alice):
+    slow = alice.agent(long_dsl(), title())
+    lg = client(server, alice)
+    thread = (await lg.threads.create())["thread_id"]
+    parts: dict[str, list] = {}
+    async for part in lg.runs.stream(thread, slow, input={"query": "go"}, stream_mode=["events", "messages"]):
+        parts.setdefault(part.event, []).append(part.data)
+        if part.event == "events" and part.data["event"] == "on_chat_model_end" and \
+                sum(e["event"] == "on_chat_model_end" for e in parts["events"]) == 2:     # the second model's
+            await lg.runs.cancel(thread, parts["metadata"][0]["run_id"])
+    run_id = parts["metadata"][0]["run_id"]
+    assert (await lg.runs.get(thread, run_id))["status"] == "interrupted"
+    nodes = [e["name"] for e in parts["events"] if e["event"] == "on_chain_start" and e["parent_ids"] == [run_id]]
+    assert nodes[:3] == ["begin", "LLM.S1", "LLM.S2"] and "Message.M" not in nodes and len(nodes) < 10
+    # each model's answer came in pieces, each piece as the message so far
+    assert len(parts["messages/metadata"]) == sum(e["event"] == "on_chat_model_start" for e in parts["events"])
+    turns = alice.ok("GET", f"/agents/{slow}/sessions/{thread}/trace")["turns"]
+    assert turns[-1]["status"] == "cancelled"
+
+
 async def test_a_second_run_on_the_thread_continues_the_conversation_of_its_session(server, alice):
     agent_id = alice.agent(CHAT_DSL, title())
     lg = client(server, alice)
@@ -176,6 +196,6 @@ async def test_requests_outside_the_served_subset_are_refused_saying_what_is_wro
     assert "`limit`" in refused("/threads/search", {"limit": "ten"})
     assert "`checkpoint`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "checkpoint": "x"})
     assert "messages-tuple" in refused(f"/threads/{thread}/runs/stream", {"assistant_id": agent_id,
-                                                                          "stream_mode": "events", "input": {}})
+                                                                          "stream_mode": "tools", "input": {}})
     assert "goto" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "command": {"goto": "x"}})
     assert "`input`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "input": "hello"})
