@@ -1,7 +1,9 @@
 """LangGraph Server's API under `/langgraph`, driven by `langgraph-sdk`'s `get_client` unchanged, on SQLite
-and PostgreSQL: assistants, threads, streamed runs in every served mode, a second turn, a form answered by
-`command={"resume": ...}`, history, state updates and forks, background runs joined and cancelled, a thread
-continued and cancelled from another server process, and tenants kept apart."""
+and PostgreSQL: assistants, threads, streamed runs in every served mode (a run streaming `events` and
+`messages` cancelled mid-way), a second turn, a form answered by `command={"resume": ...}`, history, past
+states, state updates and forks, stateless runs, background runs joined (also as a stream) and cancelled,
+a thread deleted with its session, a thread continued and cancelled from another server process, and tenants
+kept apart. How `events` and `messages` match LangGraph Server's: test_langgraph_parity.py."""
 from __future__ import annotations
 
 import asyncio
@@ -148,6 +150,31 @@ async def test_a_background_run_is_joined_and_a_long_one_cancelled(server, alice
     assert (await lg.runs.get(other, long_run["run_id"]))["status"] == "interrupted"
     turns = alice.ok("GET", f"/agents/{slow}/sessions/{other}/trace")["turns"]
     assert turns[-1]["status"] == "cancelled" and len(turns[-1]["steps"]) < 10
+
+
+async def test_a_stateless_run_a_joined_stream_a_past_state_and_a_deleted_thread(server, alice):
+    agent_id = alice.agent(CHAT_DSL, title())
+    lg = client(server, alice)
+    stateless = [part async for part in lg.runs.stream(None, agent_id, input={"query": "hi"})]
+    assert stateless[-1].event == "values" and stateless[-1].data["answer"] == chat_answer(1)   # a thread of its own
+
+    thread = (await lg.threads.create())["thread_id"]
+    run = await lg.runs.create(thread, agent_id, input={"query": "hi"}, stream_mode=["values", "messages-tuple"])
+    joined: dict[str, list] = {}
+    async for part in lg.runs.join_stream(thread, run["run_id"]):
+        joined.setdefault(part.event, []).append(part.data)
+    assert joined["values"][-1]["answer"] == chat_answer(1)
+    assert "".join(chunk["content"] for chunk, _meta in joined["messages"]) == "Answer 1 from LLM:A."
+    history = await lg.threads.get_history(thread)
+    before_llm = next(h for h in history if h["next"] == ["LLM.A"])
+    past = await lg.threads.get_state(thread, checkpoint={"checkpoint_id": before_llm["checkpoint"]["checkpoint_id"]})
+    assert past["next"] == ["LLM.A"] and past["values"]["answer"] == ""
+    assert await lg.threads.get_state(thread, checkpoint_id=before_llm["checkpoint"]["checkpoint_id"]) == past
+
+    await lg.threads.delete(thread)
+    with pytest.raises(NotFoundError):
+        await lg.threads.get(thread)
+    assert alice.call("GET", f"/agents/{agent_id}/sessions/{thread}")["code"] != 0     # the session went too
 
 
 async def test_a_thread_continues_and_is_cancelled_from_another_server_process(server, alice, tmp_path):
