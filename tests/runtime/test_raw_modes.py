@@ -9,9 +9,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from canvas2graph import RunContext
-from compiler import compile_dsl
-from runtime.events import RAW_EVENT, TurnEvents
-from runtime.scripted import Script
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.events import RAW_EVENT, TurnEvents
+from canvas2graph.runtime.services.scripted import Script
 from tests.runtime.test_durable_parallel_iteration import PARALLEL_DSL
 from tests.server.helpers import CHAT_DSL, SCRIPT
 

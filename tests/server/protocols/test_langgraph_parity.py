@@ -13,7 +13,7 @@ import uuid
 import pytest
 from langgraph_sdk import get_client
 
-from runtime.cli import main
+from canvas2graph.cli import main
 from tests.runtime.test_langgraph_server import LANGGRAPH, LangGraphDev
 from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, SCRIPT, TIPS, chat_answer
 
