@@ -417,7 +417,8 @@ async def join_run_stream(request: Request, thread_id: str, run_id: str):
     await _run_row(request, tenant, thread_id, run_id)
     run = _runs(request).local.get(run_id)
     if run is None:
-        raise LangGraphError(404, f"run {run_id} streams from another server process: join it instead")
+        raise LangGraphError(404, f"run {run_id} streams in another server process, or ended long enough ago "
+                                  f"that its stream was dropped: join it instead")
     return StreamingResponse(_runs(request).frames(run), media_type="text/event-stream", headers=SSE_HEADERS)
 
 

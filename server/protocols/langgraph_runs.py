@@ -34,6 +34,7 @@ STREAM_MODES = {"values": "values", "updates": "updates", "messages-tuple": "mes
                 "custom": "custom", "events": "events", "debug": "debug", "tasks": "tasks",
                 "checkpoints": "checkpoints"}
 RUNS_KEPT = 1000                # finished runs whose frames this process keeps for join_stream
+RUNS_KEPT_BYTES = 64 << 20      # and at most so many bytes of their frames (`events` frames hold the state)
 JOIN_POLL_SECONDS = 0.25        # how often a join looks at a run that another process runs
 
 
@@ -115,6 +116,7 @@ class Run:
     result: common.TurnResult | None = None
     turn: Turn | None = None
     task: asyncio.Task | None = None
+    size: int = 0                       # bytes of its frames
 
     @property
     def run_id(self) -> str:
@@ -126,6 +128,7 @@ class Runs:
 
     def __init__(self) -> None:
         self.local: OrderedDict[str, Run] = OrderedDict()
+        self.kept_bytes = 0             # of the frames of the runs in `local`
 
     async def start(self, request: Request, tenant: str, session: Session, agent: Agent, body: dict) -> Run:
         """Start a run's turn (refused before anything runs: a busy thread, a form without its answer) and
@@ -150,11 +153,7 @@ class Runs:
             raise LangGraphError(409 if e.status == 409 else 422, e.message)
         await self._record(store, run, "running")
         self.local[run.run_id] = run
-        while len(self.local) > RUNS_KEPT:
-            oldest = next(iter(self.local.values()))
-            if not oldest.done.is_set():
-                break
-            self.local.popitem(last=False)
+        self.forget_finished()
         run.task = asyncio.create_task(self._consume(store, run, modes), name=f"langgraph-run-{run.run_id}")
         return run
 
@@ -192,11 +191,24 @@ class Runs:
             run.done.set()
             async with run.changed:
                 run.changed.notify_all()
+            self.forget_finished()
 
-    @staticmethod
-    async def _add(run: Run, frame: bytes) -> None:
+    def forget_finished(self, keep: int = RUNS_KEPT, keep_bytes: int = RUNS_KEPT_BYTES) -> None:
+        """Drop the frames of the oldest finished runs beyond `keep` runs or `keep_bytes` bytes (a run still
+        running keeps its own and those after it); their records stay in the database."""
+        while self.local and (len(self.local) > keep or self.kept_bytes > keep_bytes):
+            oldest = next(iter(self.local.values()))
+            if not oldest.done.is_set():
+                break
+            self.local.popitem(last=False)
+            self.kept_bytes -= oldest.size
+
+    async def _add(self, run: Run, frame: bytes) -> None:
         async with run.changed:
             run.frames.append(frame)
+            run.size += len(frame)
+            if self.local.get(run.run_id) is run:
+                self.kept_bytes += len(frame)
             run.changed.notify_all()
 
     async def frames(self, run: Run, *, cancel_on_disconnect: bool = False) -> AsyncIterator[bytes]:
