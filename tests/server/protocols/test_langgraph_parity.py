@@ -148,3 +148,17 @@ async def test_a_pause_streamed_without_events_ends_its_values_with_the_interrup
     assert [list(v) for v in ours["values"]] == [list(v) for v in theirs["values"]]
     assert written(ours["updates"]) == written(theirs["updates"])
     assert ours["values"][-1]["__interrupt__"][0]["value"] == theirs["values"][-1]["__interrupt__"][0]["value"]
+
+
+async def test_the_messages_of_a_paused_and_resumed_run_are_the_ones_langgraph_server_sends(reference, server, alice):
+    both = Both(reference, server, alice, "feedback")
+    theirs, ours = await both.runs({"input": {"query": "coffee"}, "stream_mode": "messages"},
+                                   {"command": {"resume": {"feedback": "bolder"}}, "stream_mode": "messages"})
+
+    def sent(parts):
+        """Each frame's event, with the message's component (metadata) or its type and text."""
+        return [(event, *([m["metadata"]["component_id"] for m in data.values()] if event == "messages/metadata"
+                          else [(m["type"], m["content"]) for m in data]))
+                for event, frames in parts.items() if event != "metadata" for data in frames]
+    assert [sent(o) for o in ours] == [sent(t) for t in theirs]
+    assert any(event == "messages/partial" for event, *_ in sent(ours[1]))
