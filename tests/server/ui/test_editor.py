@@ -154,6 +154,74 @@ def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(b
     assert b.errors == []
 
 
+def test_an_agents_mcp_servers_are_a_form_whose_mistakes_name_their_field(browsing, ui_server, alice_token):
+    """Servers and their tools are added, filled in and removed in fields of their own; what would not
+    compile is said under the field, naming it as a diagnostic would (`params.mcp.0.mcp_id`)."""
+    b = fresh_editor(browsing, alice_token)
+    b.page.get_by_label("Title").fill("With MCP")
+    b.page.get_by_label("Component", exact=True).select_option("Agent")
+    press(b, "Add component")
+    b.page.get_by_label("llm_id").fill("gpt-4o@OpenAI")
+    mcp = b.page.locator("fieldset.mcp-field")
+    press(b, "Add MCP server")
+    server_id = mcp.get_by_label("Server id (mcp_id) of server 1")
+    expect(server_id).to_have_attribute("aria-invalid", "true")
+    expect(mcp.locator('[data-field="params.mcp.0.mcp_id"] .field-problems')).to_have_text(
+        "params.mcp.0.mcp_id: name the MCP server (its id in the MCP config)")
+    server_id.fill("calc")
+    expect(mcp.locator('[data-field="params.mcp.0.mcp_id"] .field-problems')).to_have_count(0)
+    # a tool needs a name, and one the server does not list yet
+    press(b, "Add tool to server 1")
+    expect(mcp.locator(".field-error")).to_have_text("params.mcp.0.tools: name the tool to add (its name on the server)")
+    mcp.get_by_label("New tool").fill("add")
+    press(b, "Add tool to server 1")
+    tool = mcp.locator("fieldset.mcp-tool")
+    expect(tool).to_have_count(1)
+    tool.get_by_label("Description").fill("Adds two numbers.")
+    schema = tool.get_by_label("Input schema (JSON)")
+    schema.fill('{"type": "object",\n "properties": {"a": 1,}}')
+    expect(tool.locator(".field-error")).to_have_text("params.mcp.0.tools.add.inputSchema: Not valid JSON at line 2, column 24.")
+    schema.fill("[1, 2]")
+    expect(tool.locator('[data-field="params.mcp.0.tools.add.inputSchema"] .field-problems')).to_have_text(
+        "params.mcp.0.tools.add.inputSchema: must be a JSON schema object")
+    tool.scroll_into_view_if_needed()
+    b.shot("mcp-mistakes", full_page=False)
+    schema.fill('{"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}')
+    expect(tool.locator(".field-problems")).to_have_count(0)
+    mcp.get_by_label("New tool").fill("add")
+    press(b, "Add tool to server 1")
+    expect(mcp.locator(".field-error")).to_have_text("params.mcp.0.tools.add: the server already lists a tool add")
+    # another tool, renamed, then removed; another server, removed
+    mcp.get_by_label("New tool").fill("sub")
+    press(b, "Add tool to server 1")
+    tool.nth(1).get_by_label("Tool name").fill("")
+    expect(tool.nth(1).locator(".field-problems")).to_have_text("params.mcp.0.tools.sub: a tool needs its name on the server")
+    tool.nth(1).get_by_label("Tool name").fill("minus")
+    expect(tool.nth(1).locator("legend")).to_have_text("Tool minus")
+    press(b, "Remove tool minus")
+    expect(tool).to_have_count(1)
+    press(b, "Add MCP server")
+    expect(mcp.locator("details.mcp-server")).to_have_count(2)
+    press(b, "Remove MCP server 2")
+    expect(mcp.locator("details.mcp-server")).to_have_count(1)
+    # the canvas lists the server among the Agent's tools; the agent saves with the entry as RAGFlow keeps it
+    expect(node(b, "Agent:1::tools")).to_contain_text("MCP: calc")
+    mcp.scroll_into_view_if_needed()
+    b.shot("mcp-form", full_page=False)
+    b.page.get_by_label("Connect", exact=True).select_option("begin")
+    b.page.get_by_label("to", exact=True).select_option("Agent:1")
+    press(b, "Connect")
+    expect(b.page.locator(".check-state")).to_have_text("Compiles")
+    press(b, "Save agent")
+    expect(b.page.get_by_role("heading", level=1, name="With MCP")).to_be_visible()
+    agent_id = b.page.url.split("#/agents/")[1].split("/")[0]
+    params = Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["dsl"]["components"]["Agent:1"]["obj"]["params"]
+    assert params["mcp"] == [{"mcp_id": "calc", "tools": {"add": {
+        "name": "add", "description": "Adds two numbers.",
+        "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}}]
+    assert b.errors == []
+
+
 @pytest.mark.parametrize("path", RAGFLOW_TEMPLATES, ids=[p.stem for p in RAGFLOW_TEMPLATES])
 def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, alice_token, path):
     """Opened and saved unchanged, the DSL keeps RAGFlow's `graph` as it was; a moved box changes only its
@@ -199,7 +267,7 @@ def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_s
         form = b.page.get_by_role("form", name=f"Params of {name}:1")
         expect(form).to_be_visible()
         own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
-        expect(form.locator(".param-field, fieldset.tools-field")).to_have_count(len(own) + len(spec["common"]))
+        expect(form.locator(".param-field, fieldset.tools-field, fieldset.mcp-field")).to_have_count(len(own) + len(spec["common"]))
         b.page.get_by_role("button", name="Close").click()
     assert b.errors == []
 
