@@ -92,6 +92,14 @@ def test_a_switch_case_and_its_else_are_routed_by_dragging_from_their_own_handle
     expect(node(b, "Switch:S")).to_be_visible()
     edge_leaves_from(b, "Switch:S[Case 1]->Message:A", handle(b, "Switch:S", "Case 1"))
     edge_leaves_from(b, "Switch:S[Else]->Message:B", handle(b, "Switch:S", "end_cpn_ids"))
+    # a box deleted leaves every branch that named it (the else has no target again: an error), undone
+    node(b, "Message:B").click()
+    b.page.keyboard.press("Delete")
+    expect(b.page.locator('.react-flow__edge[data-id="Switch:S[Else]->Message:B"]')).to_have_count(0)
+    expect(b.page.locator(".check-state")).to_have_text("1 error")
+    expect(b.page.locator(".diagnostics-box")).to_contain_text("end_cpn_ids")
+    press(b, "Undo")
+    expect(b.page.locator(".check-state")).to_have_text("Compiles")
     # and it runs the way it was drawn
     b.page.get_by_role("link", name="Run").click()
     send(b, "a question")

@@ -148,10 +148,12 @@ function Editor({ agent, schemas }) {
     setTimeout(() => { const zoom = flow.getZoom(); flow.fitView({ nodes: [{ id }], minZoom: zoom, maxZoom: zoom, duration: 150 }); }, 60);
     notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
   }
-  function remove(ids) {
+  function remove(ids, edges = []) {
     const real = ids.filter(id => components[id] && id !== 'begin');
-    if (!real.length) return;
-    history.change(deleteComponents(dsl, real));
+    // the edges of a deleted box go with it; others selected with it are dropped in the same step
+    const alone = edges.filter(e => !ids.includes(e.source) && !ids.includes(e.target));
+    if (!real.length) { if (alone.length) dropEdges(alone); return; }
+    history.change(dropEdgesFrom(deleteComponents(dsl, real), alone));
     if (real.includes(selected)) setSelected(null);
     notify(`Deleted ${real.join(', ')}.`);
   }
@@ -161,8 +163,7 @@ function Editor({ agent, schemas }) {
     notify(route ? `Routed ${route.label} of ${from} to ${to}.` : `Connected ${from} to ${to}.`);
   }
   function dropEdges(gone) {
-    history.change(gone.reduce((next, e) => (e.data && e.data.handle ? unroute(next, e.source, e.data.handle, e.target)
-      : disconnect(next, e.source, e.target)), dsl));
+    if (gone.length) history.change(dropEdgesFrom(dsl, gone));
   }
   const routesFor = id => routesOf(components[id], ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === id));
 
@@ -190,8 +191,8 @@ function Editor({ agent, schemas }) {
             <ReactFlow nodes={shown} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
               proOptions={{ hideAttribution: true }} deleteKeyCode={['Delete', 'Backspace']} onNodesChange={onNodesChange}
               onNodeClick={(_, n) => setSelected(n.id)} onPaneClick={() => setSelected(null)}
-              onConnect={c => addLink(c.source, c.target, c.sourceHandle)} onNodesDelete={gone => remove(gone.map(n => n.id))}
-              onEdgesDelete={dropEdges} onEdgesChange={changes => setPickedEdges(old => pickEdges(old, changes))}>
+              onConnect={c => addLink(c.source, c.target, c.sourceHandle)}
+              onDelete={gone => remove(gone.nodes.map(n => n.id), gone.edges)} onEdgesChange={changes => setPickedEdges(old => pickEdges(old, changes))}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={FIT} />
             </ReactFlow>
@@ -216,6 +217,12 @@ function useEditorGraph(dsl, drawn, problems, selected, pickedEdges) {
     selected: pickedEdges.has(e.id),
     ariaLabel: `Edge from ${e.source}${e.data && e.data.route ? ` (${e.data.route})` : ''} to ${e.target}` })), [drawn, pickedEdges]);
   return { nodes, edges };
+}
+
+/** The DSL without the links React Flow's edges `gone` drew (a router's edge: that branch's target). */
+function dropEdgesFrom(dsl, gone) {
+  return gone.reduce((next, e) => (e.data && e.data.handle ? unroute(next, e.source, e.data.handle, e.target)
+    : disconnect(next, e.source, e.target)), dsl);
 }
 
 /** The selected edges after React Flow's changes (a click or Enter on a focused edge selects it; Delete then
