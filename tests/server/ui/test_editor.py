@@ -149,6 +149,16 @@ def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(b
         return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
     }""", timeout=5000)
     b.page.get_by_role("button", name="Close").click()
+    # a Loop is a group too, with its start item inside
+    b.page.get_by_label("Component", exact=True).select_option("Loop")
+    press(b, "Add component")
+    expect(node(b, "LoopItem:1")).to_be_visible()
+    b.page.wait_for_function("""() => {
+        const box = id => document.querySelector(`.editor-canvas .react-flow__node[data-id="${id}"]`).getBoundingClientRect();
+        const i = box('LoopItem:1'), o = box('Loop:1');
+        return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
+    }""", timeout=5000)
+    b.page.get_by_role("button", name="Close").click()
     # an Agent with a tool: the tool's own params form, and the tool drawn below the Agent
     b.page.get_by_label("Component", exact=True).select_option("Agent")
     press(b, "Add component")
