@@ -18,12 +18,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from langgraph.errors import InvalidUpdateError
 
-from runtime.store import Agent, Session
-from server.compiling import compile_in_thread
-from server.errors import ApiError
-from server.protocols import common
-from server.protocols.langgraph_runs import LangGraphError, Runs, error_value
-from server.protocols.langgraph_views import (SCHEMA, assistant_view, checkpoint_view, empty_state, final_values,
+from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.server.compiling import compile_in_thread
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.langgraph_runs import LangGraphError, Runs, error_value
+from canvas2graph.server.protocols.langgraph_views import (SCHEMA, assistant_view, checkpoint_view, empty_state, final_values,
                                               graph_id, jsonable, now, run_view, state_view, thread_view)
 
 PREFIX = "/langgraph"

@@ -2,7 +2,7 @@
 
 A run is one turn, started through the same machinery as RAGFlow's completions (`Conversations.start`:
 the session's lease, one turn at a time, cancellation across processes), with the LangGraph stream modes
-the client asked for passed on raw (`TurnRequest.stream_modes`, `runtime/events.py` RAW_EVENT). Each run
+the client asked for passed on raw (`TurnRequest.stream_modes`, `runtime/run/events.py` RAW_EVENT). Each run
 is consumed by a task of this process into a list of SSE frames, so a streamed run, `runs.wait`,
 `runs.join` and `runs.join_stream` all read the same run; its status is kept in `c2g_lg_runs`, so another
 server process can list, join and cancel it.
@@ -18,13 +18,13 @@ from typing import Any, AsyncIterator
 
 from fastapi import Request
 
-from runtime.conversations import Turn
-from runtime.session import TurnRequest
-from runtime.store import Agent, Session
-from runtime.trace import ForkPlan
-from server.errors import ApiError
-from server.protocols import common
-from server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
+from canvas2graph.server.backend.conversations import Turn
+from canvas2graph.runtime.run.runner import TurnRequest
+from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.runtime.run.steps import ForkPlan
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
 
 # stream modes langgraph-sdk asks for -> (LangGraph's stream mode, the SSE event it is sent as)
 STREAM_MODES = {"values": ("values", "values"), "updates": ("updates", "updates"),
