@@ -25,6 +25,15 @@ def press(b, name: str) -> None:
     b.page.keyboard.press("Enter")
 
 
+def save_version(b) -> None:
+    """Press "Save as a new version" and wait for the API's reply to that save (the notice of an earlier
+    save may still be on the page)."""
+    with b.page.expect_response(lambda r: r.request.method == "PUT" and "/api/v1/agents/" in r.url) as reply:
+        press(b, "Save as a new version")
+    assert reply.value.ok
+    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+
+
 def fresh_editor(browsing, token: str, width: int = 1280):
     b = browsing(width=width)
     b.sign_in(token)
@@ -252,8 +261,7 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     b.sign_in(alice_token)
     b.page.goto(f"{b.server.url}/#/agents/{agent_id}/edit")
     expect(node(b, "begin")).to_be_visible()
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    save_version(b)
     saved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
     assert saved["graph"] == dsl["graph"]
     assert saved["components"] == dsl["components"]
@@ -263,8 +271,8 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     b.page.mouse.down()
     b.page.mouse.move(box["x"] + 30, box["y"] + 95, steps=6)
     b.page.mouse.up()
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    expect(b.page.get_by_role("button", name="Undo")).to_be_enabled()        # the move is in the DSL
+    save_version(b)
     moved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]["graph"]
     was = {n["id"]: n for n in dsl["graph"]["nodes"]}
     now = {n["id"]: n for n in moved["nodes"]}

@@ -12,7 +12,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.server.helpers import REPO, Api, cpn
-from tests.server.ui.test_editor import node, press
+from tests.server.ui.test_editor import node, press, save_version
 from tests.server.ui.test_inspector import send
 
 # begin -> Switch:S: case 1 (the question contains "a") and else, both unrouted; three Messages to route to
@@ -74,8 +74,7 @@ def test_a_switch_case_and_its_else_are_routed_by_dragging_from_their_own_handle
     edge_leaves_from(b, "Switch:S[Case 1]->Message:A", handle(b, "Switch:S", "Case 1"))
     edge_leaves_from(b, "Switch:S[Else]->Message:B", handle(b, "Switch:S", "end_cpn_ids"))
     b.shot("switch-routed")
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    save_version(b)
     dsl = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
     switch = dsl["components"]["Switch:S"]
     # as RAGFlow saves it: the case's `to`, the else's `end_cpn_ids`, downstream, and edges from the handles
@@ -123,8 +122,7 @@ def test_a_categorize_category_is_routed_from_its_handle_named_by_the_uuid_ragfl
     expect(b.page.locator("#notice")).to_contain_text(f"Routed Positive review of {router} to VariableAggregator:FlatBerriesRest")
     edge_leaves_from(b, f"{router}[Positive review]->VariableAggregator:FlatBerriesRest", handle(b, router, positive))
     b.shot("categorize-routed")
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    save_version(b)
     saved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
     params = saved["components"][router]["obj"]["params"]
     assert params["category_description"]["Positive review"]["to"] == ["Message:SevenPlanetsPeel", "VariableAggregator:FlatBerriesRest"]
@@ -144,8 +142,7 @@ def test_a_categorize_category_is_routed_from_its_handle_named_by_the_uuid_ragfl
     b.page.keyboard.press("Enter")
     b.page.keyboard.press("Delete")
     expect(b.page.locator(f'.react-flow__edge[data-id="{router}[Positive review]->VariableAggregator:FlatBerriesRest"]')).to_have_count(0)
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    save_version(b)
     again = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
     assert again["components"][router]["obj"]["params"]["category_description"]["Positive review"]["to"] == ["Message:SevenPlanetsPeel"]
     assert again["graph"]["edges"] == dsl["graph"]["edges"]
