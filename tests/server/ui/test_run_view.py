@@ -27,6 +27,15 @@ ROUTE_DSL = {"components": {
 }}
 
 
+# both categories lead to LLM:Md: only the edge of the category picked ("yes") is the one taken
+SHARED_DSL = {"components": {
+    **ROUTE_DSL["components"],
+    "Categorize:Route": cpn("Categorize", {"llm_id": "gpt-4o@OpenAI", "category_description": {
+        "yes": {"description": "a yes", "to": ["LLM:Md"]}, "no": {"description": "a no", "to": ["LLM:Md"]}}}, ["LLM:Md"]),
+}}
+del SHARED_DSL["components"]["Message:No"]
+
+
 def template(name: str) -> dict:
     return json.loads((REPO / "canvas2graph" / "templates" / "ragflow" / f"{name}.json").read_text())["dsl"]
 
@@ -103,6 +112,22 @@ def test_the_edges_stay_drawn_while_a_turn_changes_the_states(browsing, ui_serve
     expect(b.page.locator(".graph .react-flow__edge.taken")).to_have_count(3)
     assert edges.count() == 4
     assert b.page.evaluate("window.__edgesRemoved") == 0
+    assert b.errors == []
+
+
+def test_of_two_categories_leading_to_one_component_only_the_one_picked_is_drawn_taken(browsing, ui_server, alice_token):
+    b = at_new_agent(browsing, ui_server, alice_token, SHARED_DSL, "Shared target")
+    send(b, "Shall we plan?")
+    expect(b.page.get_by_role("status").filter(has_text="Finished.")).to_be_visible()
+    picked = b.page.locator('.graph .react-flow__edge[data-id="Categorize:Route[yes]->LLM:Md"]')
+    other = b.page.locator('.graph .react-flow__edge[data-id="Categorize:Route[no]->LLM:Md"]')
+    expect(picked).to_have_class(re.compile("taken"))
+    expect(other).not_to_have_class(re.compile("taken"))
+    b.shot("shared-target")
+    b.page.reload()                                       # the reopened session draws the same from its trace
+    expect(component(b, "LLM:Md")).to_have_attribute("data-state", "done")
+    expect(picked).to_have_class(re.compile("taken"))
+    expect(other).not_to_have_class(re.compile("taken"))
     assert b.errors == []
 
 

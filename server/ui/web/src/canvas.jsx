@@ -37,11 +37,12 @@ export const ComponentNode = memo(function ComponentNode({ id, data }) {
         {state === 'running' && data.startedAt ? <Elapsed since={data.startedAt} /> : (data.detail || '')}
       </div>
       {data.routes && data.routes.length ? (
-        <ul className="node-routes" aria-label={`Branches of ${id}`}>
+        <ul className={`node-routes dir-${data.direction}`} aria-label={`Branches of ${id}`}>
           {data.routes.map(r => (
             <li key={r.handle} className="node-route" data-handle={r.handle} title={r.label}>
               <span className="route-label">{r.label}</span>
-              <Handle type="source" id={r.handle} position={Position.Right} isConnectableEnd={false} aria-label={`Branch ${r.label} of ${id}`} />
+              <Handle type="source" id={r.handle} position={data.direction === 'TB' ? Position.Bottom : Position.Right} isConnectableEnd={false}
+                aria-label={`Branch ${r.label} of ${id}`} />
             </li>
           ))}
         </ul>
@@ -79,7 +80,8 @@ export function flowEdges(edges, states = {}) {
   return edges.map(e => {
     const from = (states[e.source] || {}).state;
     const to = (states[e.target] || {}).state;
-    const taken = e.kind === 'flow' && from === 'done' && LIT.has(to);
+    const branch = (states[e.source] || {}).branch;          // the category a Categorize picked, when known
+    const taken = e.kind === 'flow' && from === 'done' && LIT.has(to) && (!e.route || typeof branch !== 'string' || branch.trim() === e.route);
     const skipped = to === 'skipped' || from === 'skipped';
     return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running',
       ...(e.sourceHandle ? { sourceHandle: e.sourceHandle, data: { route: e.route, handle: e.sourceHandle } } : {}),

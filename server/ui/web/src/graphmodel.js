@@ -163,6 +163,8 @@ export function layout(dsl, { rankdir = 'TB' } = {}) {
     sizeContainers(items);
     return { items, edges, direction: 'LR' };        // RAGFlow draws left to right
   }
+  // top to bottom, a router's branches sit side by side along its bottom edge (one row)
+  if (rankdir === 'TB') for (const item of items) if (item.routes) item.height = SIZE.height + ROUTE_HEIGHT;
   dagreLayout(items, edges, rankdir);
   return { items, edges, direction: rankdir };
 }
