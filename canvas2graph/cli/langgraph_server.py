@@ -96,7 +96,7 @@ def read_agents(paths: list[str], default_llm: str | None) -> list[Agent] | None
 def langgraph_json(agents: list[Agent], out: Path) -> dict[str, Any]:
     """LangGraph Server's config: the graphs, and the packages their module needs (this folder and
     canvas2graph: its source checkout when it runs from one, else the installed distribution)."""
-    project = Path(__file__).resolve().parents[1]
+    project = Path(__file__).resolve().parents[2]
     if (project / "pyproject.toml").is_file():
         dependency = _relative(project, out)
     else:

@@ -35,6 +35,10 @@ STREAM_MODES = ["tasks", "custom"]
 # A turn asked for more of LangGraph's stream (server/protocols/langgraph_api.py) yields each part of those
 # modes as it comes, as `{"event": RAW_EVENT, "mode": ..., "ns": ..., "data": ...}` beside RAGFlow's events.
 RAW_EVENT = "langgraph"
+# the raw mode that asks for `astream_events` (LangGraph Server's `events` stream mode): each callback event
+# of the run (a node's or a model's start, stream and end) is passed on as a part of this mode
+EVENTS_MODE = "events"
+INTERRUPT = "__interrupt__"            # langgraph's key of a pause's interrupts in a `values` chunk
 FINISH = "__canvas_finish__"
 HANDLER_PREFIX = "__error_handler__"
 CANCELLED_TEXT = "Task has been canceled"
@@ -420,15 +424,24 @@ class TurnEvents:
         config = {**self.config,
                   "configurable": {**(self.config.get("configurable") or {}), MESSAGE_ID: adapter.message_id}}
         try:
-            modes = list(dict.fromkeys(STREAM_MODES + self.raw_modes))
+            modes = list(dict.fromkeys(STREAM_MODES + [m for m in self.raw_modes if m != EVENTS_MODE]))
             if self.canvas.parallel:        # items of a parallel Iteration run in item graphs (compiler/parallel.py)
                 options["subgraphs"] = True
-            stream = self.graph.astream(self.input, config, context=self.context,
-                                        stream_mode=modes, version="v2", **options)
+            if EVENTS_MODE in self.raw_modes:
+                stream = _event_parts(self.graph, self.input, config, context=self.context, stream_mode=modes,
+                                      **options)
+            else:
+                if self.raw_modes:      # as LangGraph Server streams values and updates: the graph's output
+                    options["output_keys"] = self.graph.output_channels
+                stream = self.graph.astream(self.input, config, context=self.context,
+                                            stream_mode=modes, version="v2", **options)
             async for part, idle in bursts(stream):
                 if part["type"] in self.raw_modes:
-                    yield {"event": RAW_EVENT, "message_id": adapter.message_id, "mode": part["type"],
+                    raw = {"event": RAW_EVENT, "message_id": adapter.message_id, "mode": part["type"],
                            "ns": part.get("ns") or (), "data": part["data"]}
+                    if part.get("interrupts"):
+                        raw["interrupts"] = part["interrupts"]
+                    yield raw
                 if part["type"] in STREAM_MODES:
                     for event in adapter.feed(part):
                         yield event
@@ -460,6 +473,26 @@ class TurnEvents:
             self.status, self.error = "failed", f"{type(e).__name__}: {e}"
             raise
         self.status = "paused" if adapter.paused else "finished" if adapter.finished else "stopped"
+
+
+async def _event_parts(graph, graph_input: Any, config: dict, **options: Any) -> AsyncIterator[dict]:
+    """The run as `astream_events` (version v2) sees it, as the parts `astream(version="v2")` yields: the
+    root run's own stream chunks are the stream modes' parts, every other callback event is a part of mode
+    `events` (LangGraph Server sends them so; events tagged `langsmith:hidden` are left out, as it does)."""
+    root = config.get("run_id") or uuid.uuid4()
+    config = {**config, "run_id": root}
+    async for event in graph.astream_events(graph_input, config, version="v2", **options):
+        if event["event"] == "on_chain_stream" and event.get("run_id") == str(root):
+            chunk = event["data"]["chunk"]
+            ns, mode, data = chunk if len(chunk) == 3 else ((), *chunk)
+            part = {"type": mode, "ns": tuple(ns or ()), "data": data}
+            if mode == "values" and isinstance(data, dict) and INTERRUPT in data:
+                # astream's version v2 keeps a pause's interrupts apart from the values
+                part["data"] = {k: v for k, v in data.items() if k != INTERRUPT}
+                part["interrupts"] = data[INTERRUPT]
+            yield part
+        elif "langsmith:hidden" not in (event.get("tags") or ()):
+            yield {"type": EVENTS_MODE, "ns": (), "data": event}
 
 
 def ragflow_events(graph, graph_input: Any = None, config: dict | None = None, *, context: Any = None,

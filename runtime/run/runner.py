@@ -13,6 +13,7 @@ and closing a turn that the engine or the checkpointer broke, so the next reques
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -46,6 +47,8 @@ class TurnRequest:
     fork: Any = None
     # LangGraph stream modes to pass on raw beside RAGFlow's events (runtime/run/events.py RAW_EVENT)
     stream_modes: list[str] | None = None
+    # the run id of the turn's root run (LangGraph Server's run id: astream_events' root `run_id`)
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
@@ -226,6 +229,8 @@ class Runner:
             start_config = {**config, "configurable": {**config["configurable"], **fork_config["configurable"]}}
         # tracing: the one place a turn's run config gets the tracers' pieces ({} when tracing is off)
         run_config = {**start_config, **trace_config(self.name, session_id, user_id=request.user_id, tenant=self.tenant)}
+        if request.run_id:
+            run_config["run_id"] = uuid.UUID(request.run_id)
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
                             durability=DURABILITY if self.checkpointer is not None else None,
                             request_inputs=request.inputs or {}, fork=request.fork is not None,
