@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator
 
 import orjson
 
+from runtime.answer_text import message_text
 from runtime.conversations import Turn
 
 DONE = b"data:[DONE]\n\n"
@@ -68,11 +69,7 @@ class Answer:
     def add(self, event: dict) -> None:
         kind, data = event.get("event"), event.get("data") or {}
         if kind == "message":
-            self.content += data.get("content") or ""
-            if data.get("start_to_think"):
-                self.content += "<think>"
-            elif data.get("end_to_think"):
-                self.content += "</think>"
+            self.content += message_text(data)
         if isinstance(data.get("reference"), dict):
             self.reference.update(data["reference"])
         if kind == "node_finished":
