@@ -13,7 +13,8 @@ from pydantic import Field
 from nodes.base import Params
 from nodes.registry import register
 from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import one_of, api_key, json_body, list_arg, request, text_arg, timeout_for, web_chunks
+from nodes.tools._web import one_of, json_body, list_arg, request, text_arg, timeout_for, web_chunks
+from nodes.tools.keys import api_key
 
 KEY_ENV = "TAVILY_API_KEY"
 
