@@ -10,8 +10,7 @@ from typing import Any
 
 from runtime.environment import RunEnvironment, RunSettings
 from runtime.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
-from server.config import ServerConfig
-from server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
+from server.config import ARTIFACT_ROUTE, ServerConfig
 
 
 class RunServices:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from runtime.sandbox import ARTIFACT_TYPES, DOCUMENT_TYPES, stored_artifact
+from server.config import ARTIFACT_ROUTE as ROUTE
 from server.errors import ApiError, RetCode
 from server.routes.files import file_reply
 
-ROUTE = "/api/v1/documents/artifact"
 router = APIRouter(tags=["artifacts"])
 
 
