@@ -13,7 +13,7 @@ from runtime.dsl_reset import reset_dsl
 from runtime.versions import record_version
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
-from server.routes.agents import owned_agent, store
+from server.deps import owned_agent, store
 
 router = APIRouter(prefix="/api/v1", tags=["build and fix"])
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime.versions import NoReleasedVersion, dsl_for_new_session, truthy
 from server.auth import tenant
 from server.errors import argument_error, data_error, not_found, ok
-from server.routes.agents import owned_agent, store
+from server.deps import owned_agent, store
 from server.turns import answer, answer_openai, require_compiles, start_turn, turn_request
 from server.uploads import require_own_files
 

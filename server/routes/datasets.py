@@ -21,7 +21,7 @@ from fastapi.responses import StreamingResponse
 
 from server.auth import tenant
 from server.errors import ApiError, RetCode, argument_error
-from server.routes.agents import parse_dsl
+from server.deps import parse_dsl
 from server.routes.files import FILE_NAME_BYTES
 from server.turns import check, diagnostics_error
 from server.uploads import Incoming, store_uploads

@@ -27,7 +27,7 @@ from runtime.agent_tests.evaluate import EvalSetup, compare_reports, evaluate
 from runtime.agent_tests.metrics import METRICS
 from server.auth import tenant
 from server.errors import argument_error, not_found, ok
-from server.routes.agents import owned_agent, store
+from server.deps import owned_agent, store
 from server.routes.traces import http_status
 from server.turns import diagnostics_error
 

@@ -23,7 +23,7 @@ from runtime.files import LocalFileStore
 from runtime.sandbox import owned_artifact
 from server.auth import tenant
 from server.errors import ApiError, RetCode, argument_error, not_found, ok
-from server.routes.agents import owned_agent
+from server.deps import owned_agent
 from server.uploads import Incoming, fetch_url, store_uploads
 
 FILE_NAME_BYTES = 255             # RAGFlow's FILE_NAME_LEN_LIMIT

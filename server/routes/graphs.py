@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime.store import StoreError
 from server.auth import tenant
 from server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
-from server.routes.agents import parse_dsl, store
+from server.deps import parse_dsl, store
 from server.compiling import compile_in_thread
 from server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
 from server.uploads import require_own_files

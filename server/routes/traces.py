@@ -18,7 +18,7 @@ from runtime.session import TurnRequest
 from runtime.trace import ForkError, abranches, atrace, atrace_message, fork_plan
 from server.auth import tenant
 from server.errors import ApiError, argument_error, not_found, ok
-from server.routes.agents import owned_agent, store
+from server.deps import owned_agent, store
 from server.turns import answer, diagnostics_error, start_turn
 
 def http_status(request: Request) -> None:

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Depends, Request
 
 from server.auth import tenant
 from server.errors import not_found, ok
-from server.routes.agents import owned_agent, store
+from server.deps import owned_agent, store
 from server.views import version_view
 
 router = APIRouter(prefix="/api/v1", tags=["versions"])

@@ -28,7 +28,7 @@ from runtime.webhook import (IMMEDIATELY, WebhookRefused, WebhookRequest, check_
                              immediate_response, is_immediate, parse_request, run_payload, webhook_settings)
 from server.auth import tenant
 from server.errors import ApiError, argument_error, ok
-from server.routes.agents import int_param, owned_agent, store
+from server.deps import int_param, owned_agent, store
 from server.uploads import Incoming, store_uploads
 from server.views import webhook_call_view
 
