@@ -19,11 +19,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench import dsls, handwritten
 from bench.timing import (PG_URL, QUERY, RUNNER_DURABILITY, SCRIPT, Stats, fmt, fresh_id, table,
                           time_async_interleaved)
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 
 CHECKPOINT_CHAIN = 50
 SAVERS = ("in-memory", "SQLite", "PostgreSQL")

@@ -23,11 +23,11 @@ def runner_durability() -> str | None:
     """The `durability` Runner.run_turn streams with (None: LangGraph's default, "async").
 
     The graph-only variant and the checkpoint section's hand-written "same durability" variant use it,
-    so the comparison follows runtime/session.py as it changes."""
+    so the comparison follows runtime/run/runner.py as it changes."""
     import inspect
     import re
 
-    import runtime.session as session
+    import canvas2graph.runtime.run.runner as session
     if isinstance(getattr(session, "DURABILITY", None), str):
         return session.DURABILITY
     found = re.search(r"durability\s*=\s*[\"'](\w+)[\"']", inspect.getsource(session.Runner.run_turn))

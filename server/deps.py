@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import Request
 
-from compiler.load import fill_default_llm
-from server.errors import argument_error, not_found
+from canvas2graph.compiler.dsl.load import fill_default_llm
+from canvas2graph.server.errors import argument_error, not_found
 
 
 def store(request: Request):

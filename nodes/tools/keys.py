@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from nodes.tool import ToolError
+from canvas2graph.nodes.tool import ToolError
 
 PLACEHOLDER = "xxx"         # RAGFlow's default for DeepL's, Jin10's, QWeather's and TuShare's key
 

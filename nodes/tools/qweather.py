@@ -13,11 +13,11 @@ host of its own: `CANVAS2GRAPH_QWEATHER_URL` set to it serves everything from th
 from __future__ import annotations
 
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
-from nodes.tools.keys import PLACEHOLDER, api_key
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "QWEATHER_API_KEY"
 

@@ -13,11 +13,11 @@ import time
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
-from nodes.tools.keys import PLACEHOLDER, api_key
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "TUSHARE_TOKEN"
 SOURCES = ("sina", "wallstreetcn", "10jqka", "eastmoney", "yuncaijing", "fenghuang", "jinrongjie")

@@ -1,6 +1,6 @@
 """The answer's text as RAGFlow logs it: message contents in order, the thinking between think markers."""
-from runtime.answer_text import message_text
-from server.replies import Answer
+from canvas2graph.server.backend.answer_text import message_text
+from canvas2graph.server.replies import Answer
 
 THINKING_TURN = [
     {"content": "", "start_to_think": True},

@@ -2,7 +2,7 @@
 the Crawler's text mode both read pages this way)."""
 from bs4 import BeautifulSoup
 
-from runtime.html_text import block_lines
+from canvas2graph.runtime.services.html_text import block_lines
 
 
 def lines_of(html: str, blocks=("p", "div", "li")) -> list[str]:

@@ -1,7 +1,7 @@
 """Reading a TOML settings file: its tables as a dict, or one clear error naming what the file is and where."""
 import pytest
 
-from runtime.toml_config import read_toml
+from canvas2graph.runtime.services.toml_config import read_toml
 
 
 class SettingsError(Exception):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import orjson
 
-from server import replies
+from canvas2graph.server import replies
 
 
 class ScriptedTurn:

@@ -2,8 +2,8 @@
 as no key for the tools that ship it; a missing required key names both places to set it."""
 import pytest
 
-from nodes.tool import ToolError
-from nodes.tools.keys import PLACEHOLDER, api_key, given_key
+from canvas2graph.nodes.tool import ToolError
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key, given_key
 
 ENV = "C2G_TEST_SERVICE_KEY"
 
