@@ -73,7 +73,7 @@ def main() -> None:
 
     from canvas2graph.runtime.services.retrieval import RetrievalConfig
     from canvas2graph.runtime.services.retrieval.config import Endpoint
-    from tests.runtime.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
+    from tests.runtime.services.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
 
     rnd = random.Random(3)
     questions = [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 8))) for _ in range(args.queries)]

@@ -24,7 +24,7 @@ def test_every_test_the_page_cites_exists():
 
 
 def test_the_hostile_script_table_names_tests_of_the_hostile_suite():
-    suite = REPO / "tests/runtime/test_sandbox_hostile.py"
+    suite = REPO / "tests/runtime/services/test_sandbox_hostile.py"
     section = DOC.split("### Hostile scripts", 1)[1].split("###", 1)[0]
     names = [n for n in BARE.findall(section)]
     assert len(names) >= 10

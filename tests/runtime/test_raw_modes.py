@@ -12,7 +12,7 @@ from canvas2graph import RunContext
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.run.events import RAW_EVENT, TurnEvents
 from canvas2graph.runtime.services.scripted import Script
-from tests.runtime.test_durable_parallel_iteration import PARALLEL_DSL
+from tests.runtime.run.test_durable_parallel_iteration import PARALLEL_DSL
 from tests.server.helpers import CHAT_DSL, SCRIPT
 
 

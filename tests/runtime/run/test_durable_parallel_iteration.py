@@ -18,7 +18,7 @@ from canvas2graph.compiler.parallel import ITEMS_PREFIX
 from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import REPO, ModelServer, cli_args, events_of, finished, run_cli
+from tests.runtime.run.test_durable_sessions import REPO, ModelServer, cli_args, events_of, finished, run_cli
 
 ITEMS = ["alpha", "bravo", "charlie", "delta"]
 ANSWERS = {f"Item {item}": item.upper() for item in ITEMS}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from canvas2graph.runtime.services.sandbox import CodePolicy, run_code
-from tests.runtime.test_code_exec import gone, marker, need_node
+from tests.runtime.services.test_code_exec import gone, marker, need_node
 
 SECRET = "sk-canvas2graph-test-secret-4242"
 
@@ -387,7 +387,7 @@ async def test_an_unprivileged_caller_gets_the_same_sandbox():
     system_python = "/usr/bin/python3"
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(system_python):
         pytest.skip("needs root (to become nobody) and the system's python3")
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(Path(__file__).resolve().parents[3])
     site = next(p for p in sys.path if p.endswith("site-packages"))
     same = subprocess.run([system_python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
     if same.stdout.strip() != str(sys.version_info[:2]):

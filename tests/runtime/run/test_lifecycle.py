@@ -21,9 +21,9 @@ from canvas2graph.runtime.run import lifecycle
 from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.store import open_store
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
+from tests.runtime.run.test_durable_sessions import CHAT_DSL, run_turn
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def sessions_cli(db: str, *args: str) -> subprocess.CompletedProcess:

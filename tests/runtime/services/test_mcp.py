@@ -22,7 +22,7 @@ from canvas2graph.runtime.services.scripted import Script
 from canvas2graph.runtime.run.runner import Runner, TurnRequest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 PATHS = {"streamable-http": "/mcp", "sse": "/sse"}
 AUTH = {"headers": {"Authorization": "Bearer ${token}"}, "variables": {"token": "test-token"}}
 
@@ -38,7 +38,7 @@ TOOL_META = {   # what RAGFlow stores in the DSL when a user picks a server's to
 class ServerProcess:
     def __init__(self, transport: str, log: Path):
         self.transport, self.log = transport, log
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "mcp_server.py"), transport, str(log)],
+        self.proc = subprocess.Popen([sys.executable, str(HERE.parent / "mcp_server.py"), transport, str(log)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()         # the port, printed once the socket listens
         if not line.strip():

@@ -25,7 +25,7 @@ from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
 from tests.openai_server import OpenAIServer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # begin -> LLM:Draft -> UserFillUp:AskFeedback (pauses) -> LLM:Final -> Message:Out
 # (the parity case shared/parity/cases/userfillup)

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project is not installed in the venv
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project is not installed in the venv
 
 from canvas2graph.runtime.services.scripted import (  # noqa: E402
     Reply,

@@ -18,8 +18,8 @@ from canvas2graph.runtime.services.retrieval.config import Endpoint
 from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from canvas2graph.runtime.services.retrieval.indexing import index_files
 from tests.conftest import REPO, cpn, dsl
-from tests.runtime.retrieval.conftest import ragflow_mapping, vec
-from tests.runtime.retrieval.test_elasticsearch import EMBD, chunk
+from tests.runtime.services.retrieval.conftest import ragflow_mapping, vec
+from tests.runtime.services.retrieval.test_elasticsearch import EMBD, chunk
 
 KB_DOCS = REPO / "fixtures" / "kb" / "docs"
 

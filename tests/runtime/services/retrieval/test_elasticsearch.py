@@ -14,7 +14,7 @@ from canvas2graph.runtime.services.retrieval.indexing import chunk_fields
 from canvas2graph.runtime.services.retrieval.query import QUERY_FIELDS
 from canvas2graph.runtime.services.retrieval.scoring import SOURCE_FIELDS
 from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
-from tests.runtime.retrieval.conftest import ragflow_mapping, vec
+from tests.runtime.services.retrieval.conftest import ragflow_mapping, vec
 
 QUESTION = "What is the refund policy for damaged cars?"
 EMBD = "test-embed@OpenAI-API-Compatible"
@@ -193,7 +193,7 @@ def test_unknown_dataset_is_named(es_url, cluster, embedding_server):
 
 
 def test_unreachable_cluster_message_has_no_credentials():
-    from tests.runtime.retrieval.conftest import free_port
+    from tests.runtime.services.retrieval.conftest import free_port
     backend = open_backend(f"elasticsearch://elastic:s3cret-pw@127.0.0.1:{free_port()}",
                            RetrievalConfig.from_dict({"datasets": {"kb1": {"tenant": "t"}}}))
     with pytest.raises(RetrievalError) as e:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from canvas2graph.cli import main
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 DEMO = REPO / "fixtures" / "demo" / "support_desk.json"
 DEMO_SCRIPT = REPO / "fixtures" / "demo" / "support_desk.script.json"
 

@@ -25,7 +25,7 @@ from canvas2graph.cli.langgraph_server import graph_id
 from tests.conftest import cpn
 from tests.server.helpers import CHAT_DSL, DRAFT, FEEDBACK_DSL, FINAL, SCRIPT, TIPS, chat_answer, free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 

@@ -10,7 +10,7 @@ import pytest
 from canvas2graph.cli import main
 from tests.conftest import cpn
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 DEMO = REPO / "fixtures" / "demo" / "support_desk.json"
 BILLING = "The duplicate charge is refunded within five days."
 

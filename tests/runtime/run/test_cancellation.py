@@ -13,7 +13,7 @@ from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from canvas2graph.runtime.services.models import ModelFactory
 from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
 from canvas2graph.runtime.run.runner import Runner, TurnRequest
-from tests.runtime.test_cli_run import REPO, SlowModelServer
+from tests.canvas2graph.cli.test_run import REPO, SlowModelServer
 
 class SlowModel(ScriptedChatModel):
     """The scripted model, taking a moment to answer (so a cancel can arrive meanwhile)."""

@@ -21,7 +21,7 @@ from canvas2graph.runtime.services.scripted import Script
 from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 DEMO = REPO / "fixtures" / "demo" / "support_desk.json"
 DEMO_SCRIPT = REPO / "fixtures" / "demo" / "support_desk.script.json"
 

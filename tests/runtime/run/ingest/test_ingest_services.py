@@ -12,7 +12,7 @@ from canvas2graph.runtime.services.retrieval import RetrievalRequest
 from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from tests.conftest import REPO
 from tests.nodes.pipeline.test_parse_services import FakeService, mineru_zip, multipart, two_page_pdf
-from tests.runtime.retrieval.conftest import es_url  # noqa: F401  (the noida-db fixture)
+from tests.runtime.services.retrieval.conftest import es_url  # noqa: F401  (the noida-db fixture)
 
 BLOCKS = [
     {"type": "text", "text": "The blender has three speeds and a pulse button.", "bbox": [100, 50, 900, 100], "page_idx": 0},

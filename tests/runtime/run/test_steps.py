@@ -25,7 +25,7 @@ from canvas2graph.runtime.run.steps import ForkError, atrace, atrace_message, fo
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RETRIEVAL_TOOL = {"component_name": "Retrieval", "name": "KB search", "params": {"dataset_ids": ["kb-1"]}}
 
 
@@ -251,7 +251,7 @@ async def test_a_failed_turn_and_the_next_one():
 
 
 async def test_a_cancelled_turn():
-    from tests.runtime.test_cancellation import SlowFactory, two_llms
+    from tests.runtime.run.test_cancellation import SlowFactory, two_llms
     s = Script.load({"auto_reply": "answer {n}"})
     async with open_checkpointer(None) as saver:
         runner = Runner(compile_dsl(two_llms()), saver, SlowFactory(s), s)

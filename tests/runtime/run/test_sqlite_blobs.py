@@ -11,9 +11,9 @@ from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from canvas2graph.runtime.run.sqlite_blobs import COMPRESS_FROM, CompressingSerializer
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
+from tests.runtime.run.test_durable_sessions import CHAT_DSL, run_turn
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sessions_v0"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sessions_v0"
 
 
 def rows(db: str, sql: str, *params) -> list[tuple]:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from canvas2graph.runtime.services.observability import unreachable
-from tests.runtime.test_tracing import DEMO, DEMO_SCRIPT, QUERY, clean_env
+from tests.runtime.services.test_observability import DEMO, DEMO_SCRIPT, QUERY, clean_env
 from tests.conftest import REPO
 
 

@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 # The project is not installed into the venv; make the repo root importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from langchain_openai import ChatOpenAI  # noqa: E402
 

@@ -193,7 +193,7 @@ def test_a_killed_file_resumes_from_its_last_finished_component(tmp_path):
 
 
 def test_the_tokenizer_embeds_with_the_datasets_model_weighted_by_the_file_name(tmp_path):
-    from tests.runtime.retrieval.conftest import EmbeddingServer, vec
+    from tests.runtime.services.retrieval.conftest import EmbeddingServer, vec
     server = EmbeddingServer()
     server.vectors["refunds.md"] = vec(1.0)                   # the file name's vector
     server.default = vec(0.0, 1.0)                            # every chunk's

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 DSL = {"components": {
     "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["LLM:A"]},
