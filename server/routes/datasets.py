@@ -23,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from canvas2graph.runtime.services.retrieval.tenants import scoped_id
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error
-from canvas2graph.server.routes.agents import parse_dsl
+from canvas2graph.server.deps import parse_dsl
 from canvas2graph.server.routes.files import FILE_NAME_BYTES
 from canvas2graph.server.turns import check, diagnostics_error
 from canvas2graph.server.uploads import Incoming, store_uploads
