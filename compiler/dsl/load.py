@@ -227,7 +227,7 @@ def _place(path: tuple) -> tuple[str | None, str | None]:
     return None, ".".join(text) or None
 
 
-MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser", "Extractor")    # Extractor: a pipeline's model
+MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser", "Extractor", "Compiler")    # pipelines: Extractor, Compiler
 
 
 def fill_default_llm(doc: Any, llm_id: str) -> Any:

@@ -180,7 +180,8 @@ class Parser(PipelineNode):
         return out
 
     async def _by_service(self, client, family: str, name: str, conf: dict, upstream: dict, job: Job) -> dict[str, Any]:
-        """A file a configured service parses (MinerU, Docling: PDFs; Tika: legacy .doc)."""
+        """A file a configured service parses (MinerU, Docling, PaddleOCR: PDFs; TCADP: PDFs, spreadsheets, slides;
+        Tika: legacy .doc)."""
         job.progress(0.01, f"Start to work on a {family} file with {client.name} at {client.url}.")
         data = job.read_bytes()
         loop = asyncio.get_running_loop()
@@ -188,7 +189,9 @@ class Parser(PipelineNode):
         def progress(value: float, message: str) -> None:     # from the client's thread, reported on the loop
             loop.call_soon_threadsafe(job.progress, value, message)
         try:
-            if family == "pdf":
+            if family in ("spreadsheet", "slides"):          # TCADP: RAGFlow's outputs for these families
+                out = await asyncio.to_thread(client.office, family, name, data, conf, progress)
+            elif family == "pdf":
                 boxes = await asyncio.to_thread(client.pdf, name, data, conf, progress)
                 out = await asyncio.to_thread(services.pdf_output, boxes, data, conf)
             else:

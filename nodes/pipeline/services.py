@@ -8,6 +8,7 @@ the same protocols to the same services, configured by the same environment vari
 | pdf `mineru` (or `<name>@MinerU`) | `MINERU_APISERVER` (`MINERU_BACKEND`, `MINERU_SERVER_URL`) | `POST /file_parse`, multipart `files` and RAGFlow's form fields | a zip holding `<stem>_content_list.json` |
 | pdf `docling` | `DOCLING_SERVER_URL` | `POST /v1/convert/source` (then `/v1alpha`, then without chunking), the PDF as base64 | `{"document": {"md_content", ...}}` or chunks |
 | pdf `paddleocr` (or `<name>@PaddleOCR`) | `PADDLEOCR_ACCESS_TOKEN` (`PADDLEOCR_BASE_URL`, `PADDLEOCR_ALGORITHM`) | `POST /api/v2/ocr/jobs` (multipart `file`, `model`, `optionalPayload`), then polls the job | the job's JSON-lines result: layout blocks with labels and boxes |
+| pdf, spreadsheet, slides `TCADP Parser` | `TCADP_SECRET_ID`, `TCADP_SECRET_KEY` (`TCADP_REGION`, `TCADP_ENDPOINT`) | Tencent Cloud's `ReconstructDocumentSSE`, TC3-signed, the file as base64 (`tcadp.py`) | server-sent events, the last naming a zip of JSON blocks and Markdown |
 | doc (legacy Word) | `TIKA_SERVER_ENDPOINT` (tika-python's variable) | `PUT /rmeta/text`, the file as the body | `[{"X-TIKA:content": ...}, ...]` |
 
 What each gives back becomes the boxes RAGFlow's Parser makes of it (deepdoc/parser/mineru_parser.py,
@@ -464,16 +465,21 @@ def client_for(family: str, conf: dict, environ: Mapping[str, str] | None = None
     """The configured service that parses this family's files, or None (not configured, or none exists).
     Raises ServiceError for a configuration that cannot work (an unknown MinerU backend, say)."""
     environ = os.environ if environ is None else environ
-    cls = PDF_CLIENTS.get(pdf_method(conf)) if family == "pdf" else Tika if family == "doc" else None
+    cls = _client_class(family, conf)
     return cls.from_env(environ) if cls is not None else None
+
+
+def _client_class(family: str, conf: dict) -> type[Service] | None:
+    if pdf_method(conf) == "tcadp parser" and family in ("pdf", "spreadsheet", "slides"):
+        from canvas2graph.nodes.pipeline.tcadp import TCADP
+        return TCADP
+    return PDF_CLIENTS.get(pdf_method(conf)) if family == "pdf" else Tika if family == "doc" else None
 
 
 def what_to_configure(family: str, conf: dict) -> str | None:
     """How to make a service-parsed family work, for the diagnostic: the variable to set."""
-    cls = PDF_CLIENTS.get(pdf_method(conf)) if family == "pdf" else Tika if family == "doc" else None
-    if cls is None:
-        return None
-    return cls.how()
+    cls = _client_class(family, conf)
+    return cls.how() if cls is not None else None
 
 
 

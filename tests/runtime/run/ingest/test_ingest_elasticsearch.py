@@ -55,3 +55,32 @@ def test_a_folder_goes_into_ragflows_index_layout_and_an_agent_answers_from_it(e
     retrieval = next(e["data"] for e in events if e["event"] == "node_finished"
                      and e["data"]["component_id"] == "Retrieval:Docs")
     assert retrieval["outputs"]["json"][0]["docnm_kwd"] == "refunds.md"
+
+
+def test_a_compilers_entity_and_relation_rows_go_into_the_index_beside_the_chunks(es_url, tmp_path):  # noqa: F811
+    from tests.nodes.pipeline.test_compiler import PEOPLE, SHIPPED_COMPILER
+    dsl = json.loads(SHIPPED_COMPILER.read_text())
+    dsl["components"]["Compiler:CurvySunsLove"]["obj"]["params"]["compilation_template_group_id"] = "g-people"
+    (tmp_path / "compiler.json").write_text(json.dumps(dsl))
+    (tmp_path / "templates.json").write_text(json.dumps({"groups": {"g-people": ["tpl-people"]},
+                                                         "templates": {"tpl-people": PEOPLE}}))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "team.md").write_text("# Team\n\nAda Lovelace answers refunds with Grace Hopper.\n")
+    (tmp_path / "script.json").write_text(json.dumps({"by_component": {"Compiler:CurvySunsLove": [
+        json.dumps({"items": [{"type": "person", "name": "Ada Lovelace"}, {"type": "person", "name": "Grace Hopper"}]}),
+        json.dumps({"items": [{"type": "works_with", "source": "Ada Lovelace", "target": "Grace Hopper"}]})]}}))
+    url = es_url.replace("http://", "elasticsearch://")
+    done = cli("ingest", str(tmp_path / "compiler.json"), str(docs), "--kb", "kg-kb", "--db", str(tmp_path / "s.db"),
+               "--retrieval", url, "--tenant", TENANT, "--llm-script", str(tmp_path / "script.json"),
+               "--default-llm", "gpt-4o@OpenAI", "--compiler-templates", str(tmp_path / "templates.json"))
+    assert done.returncode == 0, done.stderr
+    es = Elasticsearch(es_url)
+    es.indices.refresh(index=f"ragflow_{TENANT}")
+    hits = es.search(index=f"ragflow_{TENANT}", body={"query": {"term": {"kb_id": "kg-kb"}}, "size": 10})["hits"]["hits"]
+    rows = sorted((h["_source"] for h in hits if h["_source"].get("knowledge_graph_kwd")),
+                  key=lambda s: s["knowledge_graph_kwd"])
+    [chunk] = [h["_source"] for h in hits if not h["_source"].get("knowledge_graph_kwd")]
+    assert [(r["knowledge_graph_kwd"], r.get("name_kwd"), r.get("to_entity_kwd")) for r in rows] == [
+        ("entity", "ada lovelace", None), ("entity", "grace hopper", None), ("relation", None, "Grace Hopper")]
+    assert all(r["source_chunk_ids"] == [chunk["id"]] and r["compile_kwd"] == "hypergraph" for r in rows)
