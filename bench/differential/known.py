@@ -80,12 +80,17 @@ def _failed_container_unreported(d: Difference, case: Case, oracle: list) -> boo
 
 
 def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list) -> bool:
-    """RAGFlow stops at a Switch testing `empty`/`not empty` on a number (float("") fails); we go on."""
-    for e in case.dsl["components"].values():
+    """RAGFlow stops at a Switch testing `empty`/`not empty` on a number (float("") fails); we go on, so
+    the rest of the turn differs (what the branch shows, what it computes, how the turn ends)."""
+    testing_empty = set()
+    for cid, e in case.dsl["components"].items():
         for cond in e["obj"]["params"].get("conditions") or [] if e["obj"]["component_name"] == "Switch" else []:
             if any(i.get("operator") in ("empty", "not empty") for i in cond.get("items") or []):
-                return d.reason.startswith("text/")
-    return False
+                testing_empty.add(cid)
+    failed = {e["data"]["component_id"] for e in oracle[d.turn - 1]
+              if e["event"] == "node_finished" and e["data"].get("component_id") in testing_empty
+              and "float" in str(e["data"].get("error") or "")}
+    return bool(failed) or (bool(testing_empty) and d.reason.startswith("text/"))
 
 
 @dataclass
