@@ -51,9 +51,41 @@ def _error_sticks(d: Difference, case: Case, oracle: list) -> bool:
     return d.turn > 1 and _ending(oracle[d.turn - 2]) == "stopped"
 
 
+def _targets(entry: dict) -> set[str]:
+    params = entry["obj"]["params"]
+    targets = set(entry.get("downstream") or [])
+    for cond in params.get("conditions") or []:
+        targets.update(cond.get("to") or [])
+    targets.update(params.get("end_cpn_ids") or [])
+    for cat in (params.get("category_description") or {}).values():
+        targets.update(cat.get("to") or [])
+    return targets
+
+
+def _after(dsl: dict, start: set[str]) -> set[str]:
+    """`start` and every component reachable from it."""
+    comps, seen, todo = dsl["components"], set(start), list(start)
+    while todo:
+        for t in _targets(comps.get(todo.pop(), {"obj": {"params": {}}})):
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
 def _join(d: Difference, case: Case, oracle: list) -> bool:
+    """RAGFlow runs a component with several upstream components as soon as one of them finishes (and again for
+    the next): what differs names the join or what runs after it; an order difference elsewhere (inside a
+    batch of parallel components, say) is not excused."""
     joins = {cid for cid, n in _upstreams(case.dsl).items() if n > 1}
-    return bool(joins) and (bool(joins & set(ID.findall(d.reason))) or d.reason.startswith("order/"))
+    if not joins:
+        return False
+    comps = case.dsl["components"]
+    started = [e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_started"]
+    # a join outside any container that RAGFlow ran more than once this turn (once per branch that reached it)
+    again = {cid for cid in joins if started.count(cid) > 1 and not comps.get(cid, {}).get("parent_id")}
+    named = set(ID.findall(d.reason))
+    return bool(named & _after(case.dsl, joins)) or bool(again)
 
 
 def _sticky_fillup(d: Difference, case: Case, oracle: list) -> bool:
@@ -93,6 +125,16 @@ def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list) -> bool:
     return bool(failed) or (bool(testing_empty) and d.reason.startswith("text/"))
 
 
+def _inner_container_last(d: Difference, case: Case, oracle: list) -> bool:
+    """RAGFlow ends the turn after one outer pass when a container without downstream is the last component
+    of another container's body, and RAGFlow's turn ran such a container."""
+    comps = case.dsl["components"]
+    containers = {cid for cid, e in comps.items() if e["obj"]["component_name"] in ("Iteration", "Loop")}
+    last = {cid for cid in containers if comps[cid].get("parent_id") in containers and not comps[cid].get("downstream")}
+    ran = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_started"}
+    return bool(last & ran)
+
+
 @dataclass
 class Known:
     name: str
@@ -107,6 +149,8 @@ KNOWN = [
     Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
     Known("a Switch's empty/not empty on a number fails in RAGFlow", "`float(\"\")` fails the component",
           _switch_empty_on_a_number),
+    Known("a container last in another's body ends the turn after one outer pass in RAGFlow",
+          "that is the last body component of an outer Loop or Iteration ends the outer container", _inner_container_last),
     Known("a failed container sends no node_finished in RAGFlow", "stops the turn with no `node_finished` for it",
           _failed_container_unreported),
     Known("a form beside other components pauses before they run in RAGFlow",
@@ -114,6 +158,46 @@ KNOWN = [
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
+
+
+@dataclass
+class Rewrite:
+    """A documented difference in a value (not in what runs): RAGFlow's events are compared with it applied,
+    as the parity cases apply their `deviations.json`, so that whatever else differs is still found."""
+    name: str
+    row: str                        # a phrase of its row in docs/compatibility.md
+    pattern: re.Pattern
+    replacement: str
+
+
+REWRITES = [
+    Rewrite("a streamed LLM's or Agent's content keeps its <think> block in RAGFlow", "keeps its thinking as text",
+            re.compile(r"<think>.*?</think>", re.DOTALL), ""),
+]
+
+
+def _rewrite(value, rewrite: Rewrite, hits: list[int]):
+    if isinstance(value, str):
+        new, n = rewrite.pattern.subn(rewrite.replacement, value)
+        hits[0] += n
+        return new
+    if isinstance(value, list):
+        return [_rewrite(v, rewrite, hits) for v in value]
+    if isinstance(value, dict):
+        return {k: _rewrite(v, rewrite, hits) for k, v in value.items()}
+    return value
+
+
+def documented(turns: list[list[dict]]) -> tuple[list[list[dict]], list[str]]:
+    """RAGFlow's events per turn with every documented rewrite applied, and the names of those that changed
+    something."""
+    used = []
+    for rewrite in REWRITES:
+        hits = [0]
+        turns = _rewrite(turns, rewrite, hits)
+        if hits[0]:
+            used.append(rewrite.name)
+    return turns, used
 
 
 def explain(d: Difference, case: Case, oracle: list) -> Known | None:
