@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 reached[lv] += 1
             if found is None:
                 continue
-            known = explain(found, case, theirs)
+            known = explain(found, case, theirs, ours)
             if known is not None:
                 listed_cases.add(i)
                 listed[known.name] = listed.get(known.name, 0) + 1

@@ -140,7 +140,9 @@ class _Builder:
         # barrier, a documented difference), which should not make it go to the network
         for _ in range(min(calls, MAX_CALLS) + 1):
             text = self.draw(st.sampled_from(TOOL_TEXTS))
-            if self.draw(st.booleans()):
+            # a text alone sets `formalized_content` only; in a container's body RAGFlow keeps the `json` of
+            # an earlier pass then, which no real search leaves unset: bodies script both
+            if parent is None and self.draw(st.booleans()):
                 results.append(text)
             else:
                 results.append({"outputs": {"formalized_content": text, "json": [{"url": "https://example.com/1",

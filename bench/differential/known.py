@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.differential.engines import checker
 from bench.differential.generate import Case
 from bench.differential.shrink import Difference
 
@@ -43,11 +44,11 @@ def _ending(events: list[dict]) -> str:
     return "finished" if any(e["event"] == "workflow_finished" for e in events) else "stopped"
 
 
-def _exit_loop(d: Difference, case: Case, oracle: list) -> bool:
+def _exit_loop(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     return "ExitLoop" in _kinds(case.dsl) and re.search(r"Loop:\w+: expected null", d.reason) is not None
 
 
-def _error_sticks(d: Difference, case: Case, oracle: list) -> bool:
+def _error_sticks(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     return d.turn > 1 and _ending(oracle[d.turn - 2]) == "stopped"
 
 
@@ -73,7 +74,7 @@ def _after(dsl: dict, start: set[str]) -> set[str]:
     return seen
 
 
-def _join(d: Difference, case: Case, oracle: list) -> bool:
+def _join(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow runs a component with several upstream components as soon as one of them finishes (and again for
     the next): what differs names the join or what runs after it; an order difference elsewhere (inside a
     batch of parallel components, say) is not excused."""
@@ -88,11 +89,11 @@ def _join(d: Difference, case: Case, oracle: list) -> bool:
     return bool(named & _after(case.dsl, joins)) or bool(again)
 
 
-def _sticky_fillup(d: Difference, case: Case, oracle: list) -> bool:
+def _sticky_fillup(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     return d.turn > 2 and "UserFillUp" in _kinds(case.dsl)
 
 
-def _unconsumed_stream(d: Difference, case: Case, oracle: list) -> bool:
+def _unconsumed_stream(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow drops every later node_finished of the turn after an LLM stream nothing consumed."""
     llms = {cid for cid, e in case.dsl["components"].items() if e["obj"]["component_name"] == "LLM"}
     finished = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_finished"}
@@ -100,18 +101,18 @@ def _unconsumed_stream(d: Difference, case: Case, oracle: list) -> bool:
     return bool(llms & (started - finished))
 
 
-def _form_in_a_batch(d: Difference, case: Case, oracle: list) -> bool:
+def _form_in_a_batch(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """A UserFillUp that has a sibling (another downstream of one of its upstream components)."""
     comps = case.dsl["components"]
     forms = {cid for cid, e in comps.items() if e["obj"]["component_name"] == "UserFillUp"}
     return any(len(e.get("downstream") or []) > 1 and forms & set(e["downstream"]) for e in comps.values())
 
 
-def _failed_container_unreported(d: Difference, case: Case, oracle: list) -> bool:
+def _failed_container_unreported(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     return re.search(r"(Iteration|Loop):\w+: expected null got \[\{.*\"_ERROR\": true", d.reason) is not None
 
 
-def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list) -> bool:
+def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow stops at a Switch testing `empty`/`not empty` on a number (float("") fails); we go on, so
     the rest of the turn differs (what the branch shows, what it computes, how the turn ends)."""
     testing_empty = set()
@@ -125,7 +126,7 @@ def _switch_empty_on_a_number(d: Difference, case: Case, oracle: list) -> bool:
     return bool(failed) or (bool(testing_empty) and d.reason.startswith("text/"))
 
 
-def _inner_container_last(d: Difference, case: Case, oracle: list) -> bool:
+def _inner_container_last(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow ends the turn after one outer pass when a container without downstream is the last component
     of another container's body, and RAGFlow's turn ran such a container."""
     comps = case.dsl["components"]
@@ -135,11 +136,34 @@ def _inner_container_last(d: Difference, case: Case, oracle: list) -> bool:
     return bool(last & ran)
 
 
+NOTICE = re.compile(r"Runningthe\w+tool\.\.\.")
+
+
+def _repeated_notice(d: Difference, case: Case, oracle: list, ours: list) -> bool:
+    """RAGFlow's stream splitter drops a "Running the X tool..." notice that repeats everything shown before
+    it (the same tool called again before any other text); we show every notice. The texts (whitespace
+    removed, as the checker compares them) agree once consecutive equal notices of ours count once."""
+    if not d.reason.startswith("text/"):
+        return False
+    check = checker()
+
+    def once(text: str) -> str:
+        parts = [m.group(0) for m in re.finditer(r"Runningthe\w+tool\.\.\.|.", text)]
+        out: list[str] = []
+        for part in parts:
+            if NOTICE.fullmatch(part) and out and out[-1] == part:
+                continue
+            out.append(part)
+        return "".join(out)
+    theirs, mine = check.texts(oracle[d.turn - 1]), check.texts(ours[d.turn - 1])
+    return theirs != mine and [once(t) for t in theirs] == [once(t) for t in mine]
+
+
 @dataclass
 class Known:
     name: str
     row: str                        # a phrase of its row in docs/compatibility.md
-    test: Callable[[Difference, Case, list], bool]
+    test: Callable[[Difference, Case, list, list], bool]
 
 
 KNOWN = [
@@ -155,6 +179,8 @@ KNOWN = [
           _failed_container_unreported),
     Known("a form beside other components pauses before they run in RAGFlow",
           "pauses before that batch runs", _form_in_a_batch),
+    Known("a repeated tool notice is dropped from RAGFlow's stream", "notice that repeats, exactly, everything the "
+          "stream showed before it is dropped", _repeated_notice),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
@@ -200,11 +226,11 @@ def documented(turns: list[list[dict]]) -> tuple[list[list[dict]], list[str]]:
     return turns, used
 
 
-def explain(d: Difference, case: Case, oracle: list) -> Known | None:
-    """The documented difference that explains `d`, or None."""
+def explain(d: Difference, case: Case, oracle: list, ours: list) -> Known | None:
+    """The documented difference that explains `d` (between RAGFlow's events `oracle` and `ours`), or None."""
     for known in KNOWN:
         try:
-            if known.test(d, case, oracle):
+            if known.test(d, case, oracle, ours):
                 return known
         except (KeyError, IndexError, TypeError):
             continue
