@@ -412,11 +412,14 @@ def _fillup(b: _Builder, tails: list[str]) -> str:
 
 @st.composite
 def cases(draw, max_steps: int = 8) -> Case:
-    """A valid DSL of 3 to ~15 components and its one or two turns."""
+    """A valid DSL of 3 to ~15 components and its turns: one, a second that answers a form, follow-ups (up to
+    three turns in all; a follow-up does not send Begin's form again)."""
     b = _Builder(draw)
     begin_inputs = {}
     if draw(st.integers(0, 3)) == 0:
         begin_inputs = {"topic": {"type": "line", "name": "Topic", "optional": False}}
+        if draw(st.booleans()):          # a second field: a follow-up turn leaves both None (RAGFlow's reset)
+            begin_inputs["level"] = {"type": "line", "name": "Level", "optional": draw(st.booleans())}
     begin = {"mode": "conversational", "prologue": "Hi!", **({"inputs": begin_inputs} if begin_inputs else {})}
     b.add("begin", "Begin", begin, [])
     b.outputs["begin"] = [(k, "text") for k in begin_inputs]
@@ -435,13 +438,15 @@ def cases(draw, max_steps: int = 8) -> Case:
         later["tool_results"] = b.tool_results
     first: dict[str, Any] = {"query": query, "script": script}
     if begin_inputs:
-        first["inputs"] = {"topic": {"type": "line", "value": draw(st.sampled_from(WORDS))}}
+        first["inputs"] = {k: {"type": "line", "value": draw(st.sampled_from(WORDS))} for k in begin_inputs
+                           if not begin_inputs[k]["optional"] or draw(st.booleans())}
     turns = [first]
     if b.fillup:
         answers = {f: {"type": "line", "value": "make it short"} if f == "feedback" else {"type": "number", "value": 2}
                    for f in b.fillup_fields}
         turns.append({"query": "", "inputs": answers, "script": later})
-    elif draw(st.integers(0, 3)) == 0:
-        turns.append({"query": "and again", "script": later})
+    follow_ups = draw(st.sampled_from([0, 0, 0, 1, 1, 2]))
+    for query in ["and again", "one more, please"][:max(0, min(follow_ups, 3 - len(turns)))]:
+        turns.append({"query": query, "script": later})
     return Case({"components": b.comps, "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0,
                                                      "sys.files": []}}, turns)

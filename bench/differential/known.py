@@ -94,11 +94,28 @@ def _sticky_fillup(d: Difference, case: Case, oracle: list, ours: list) -> bool:
 
 
 def _unconsumed_stream(d: Difference, case: Case, oracle: list, ours: list) -> bool:
-    """RAGFlow drops every later node_finished of the turn after an LLM stream nothing consumed."""
+    """RAGFlow drops every later node_finished of the turn after an LLM stream nothing consumed; a turn that
+    resumes a pause of that turn reads the dropped generation as empty (we run it, unseen)."""
     llms = {cid for cid, e in case.dsl["components"].items() if e["obj"]["component_name"] == "LLM"}
-    finished = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_finished"}
-    started = {e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_started"}
-    return bool(llms & (started - finished))
+    turns = [d.turn - 1]
+    while turns[0] > 0 and _ending(oracle[turns[0] - 1]) == "paused":      # the turns this one resumes
+        turns.insert(0, turns[0] - 1)
+    for n in turns:
+        finished = {e["data"]["component_id"] for e in oracle[n] if e["event"] == "node_finished"}
+        started = {e["data"]["component_id"] for e in oracle[n] if e["event"] == "node_started"}
+        if llms & (started - finished):
+            return True
+    return False
+
+
+def _reentered_container(d: Difference, case: Case, oracle: list, ours: list) -> bool:
+    """RAGFlow keeps a container's pass counter in memory: a container inside another one that its turn entered
+    again (once per outer pass) starts at its last item, or a Loop goes on counting towards its maximum."""
+    comps = case.dsl["components"]
+    containers = {cid for cid, e in comps.items() if e["obj"]["component_name"] in ("Iteration", "Loop")}
+    nested = {cid for cid in containers if comps[cid].get("parent_id") in containers}
+    started = [e["data"]["component_id"] for e in oracle[d.turn - 1] if e["event"] == "node_started"]
+    return any(started.count(cid) > 1 for cid in nested)
 
 
 def _form_in_a_batch(d: Difference, case: Case, oracle: list, ours: list) -> bool:
@@ -173,6 +190,8 @@ KNOWN = [
     Known("a resumed UserFillUp stays the turn's entry", "After a UserFillUp has been resumed once", _sticky_fillup),
     Known("a Switch's empty/not empty on a number fails in RAGFlow", "`float(\"\")` fails the component",
           _switch_empty_on_a_number),
+    Known("a nested container entered again keeps its pass counter in RAGFlow", "Iteration and Loop counters live "
+          "in memory", _reentered_container),
     Known("a container last in another's body ends the turn after one outer pass in RAGFlow",
           "that is the last body component of an outer Loop or Iteration ends the outer container", _inner_container_last),
     Known("a failed container sends no node_finished in RAGFlow", "stops the turn with no `node_finished` for it",
