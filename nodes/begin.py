@@ -10,7 +10,7 @@ from pydantic import field_validator
 from nodes.base import Node, Params, Result
 from nodes.registry import register
 from runtime.files import CONTENT, FileStoreError, is_file_entry, store_for
-from runtime.state import GLOBALS, HISTORY, REQUEST
+from runtime.state import GLOBALS, HISTORY, REQUEST, outputs_of
 from runtime.turn import resume_update
 
 
@@ -168,9 +168,9 @@ def _outputs_of(params: BeginParams) -> set[str] | None:
 
 
 def answered_before(state: Mapping[str, Any]) -> bool:
-    """Whether an earlier turn of the session was answered (history holds an assistant entry): Begin asks for
-    its form on the session's first turn only."""
-    return any(isinstance(h, (list, tuple)) and h and h[0] == "assistant" for h in state.get(HISTORY) or [])
+    """Whether this is a later turn of the session (history holds an earlier user message, whether or not
+    that turn finished): Begin asks for its form on the session's first turn only."""
+    return sum(1 for h in state.get(HISTORY) or [] if isinstance(h, (list, tuple)) and h and h[0] == "user") > 1
 
 
 @register("Begin", BeginParams, outputs=_outputs_of)
@@ -208,6 +208,7 @@ class Begin(Node):
             files.update({k: True for k, v in answer.items() if is_file_field(form.get(k), v)})
             writes = {**resumed, GLOBALS: {**(resumed.get(GLOBALS) or {}), **(writes.get(GLOBALS) or {})}}
         values = await read_files(values, files, ctx, self.id)
-        if self.params.mode != "Webhook":
-            values = {**{k: None for k in form}, **values}      # RAGFlow resets every form field each turn
+        # the fields an earlier turn of the session set, None when this turn does not (RAGFlow's reset keeps
+        # an output's key; compiler/build.py hands them on)
+        values = {**{k: None for k in outputs_of(state, self.id) if not str(k).startswith("_")}, **values}
         return Result(outputs=dict(values), inputs=dict(values), writes=writes)
