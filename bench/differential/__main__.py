@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     listed: dict[str, int] = {}
     listed_cases: set[int] = set()          # cases with a documented difference (a rewrite or a row)
+    listed_levels: dict[str, int] = {}       # ...by the level they reached (nodes: they differ in order only)
     try:
         for i, case in enumerate(drawn):
             try:
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             if known is not None:
                 listed_cases.add(i)
                 listed[known.name] = listed.get(known.name, 0) + 1
+                listed_levels[found.level] = listed_levels.get(found.level, 0) + 1
                 continue
             kind = kinds.setdefault(found.name, {"count": 0, "level": found.level, "first": i, "reason": found.reason,
                                                  "case": case})
@@ -111,15 +113,36 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         oracle.close()
     report = _report(len(drawn), reached, kinds, listed, len(listed_cases), failures, time.monotonic() - t0)
+    report.insert(1, "listed by the level they reached: " + ", ".join(f"{k}={v}" for k, v in sorted(listed_levels.items()))
+                  + "; " + coverage(drawn))
     print("\n".join(report))
     if args.out:
         _write(Path(args.out), kinds)
     if args.json:
         Path(args.json).write_text(json.dumps({"cases": len(drawn), "reached": reached, "failures": failures,
-                                               "listed": listed, "listed_cases": len(listed_cases), "kinds": [
+                                               "listed": listed, "listed_cases": len(listed_cases),
+                                               "listed_levels": listed_levels, "coverage": coverage(drawn), "kinds": [
             {"name": k, "count": v["count"], "level": v["level"], "reason": v["reason"], "dsl": v["dsl"], "turns": v["turns"]}
             for k, v in kinds.items()]}, ensure_ascii=False, indent=1), encoding="utf-8")
     return 1 if kinds or failures else 0     # listed differences alone are not a failure
+
+
+def coverage(drawn: list[Case]) -> str:
+    """How many cases hold each component type, a container inside another, several turns."""
+    counts: dict[str, int] = {}
+    for case in drawn:
+        comps = case.dsl["components"]
+        kinds = {e["obj"]["component_name"] for e in comps.values()}
+        containers = {c for c, e in comps.items() if e["obj"]["component_name"] in ("Iteration", "Loop")}
+        if any(comps[c].get("parent_id") in containers for c in containers):
+            kinds.add("nested containers")
+        if any(e["obj"]["params"].get("tools") for e in comps.values()):
+            kinds.add("Agent with tools")
+        if len(case.turns) > 1:
+            kinds.add(f"{len(case.turns)} turns")
+        for k in kinds:
+            counts[k] = counts.get(k, 0) + 1
+    return "cases holding: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _report(total: int, reached: dict, kinds: dict, listed: dict, listed_cases: int, failures: list[str],
