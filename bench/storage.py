@@ -91,7 +91,7 @@ def _dsl(case: str) -> dict:
 
 
 async def _turn(runner, session: str, query: str) -> float:
-    from runtime.session import TurnRequest
+    from canvas2graph.runtime.run.runner import TurnRequest
     start = time.perf_counter()
     async for _ in runner.run_turn(session, TurnRequest(query=query)):
         pass
@@ -101,17 +101,17 @@ async def _turn(runner, session: str, query: str) -> float:
 
 
 def _runner(dsl: dict, saver, reply: str):
-    from compiler import compile_dsl
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner
     script = Script.load({"auto_reply": reply})
     return Runner(compile_dsl(dsl), saver, ModelFactory(script=script), script)
 
 
 async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]:
     """One conversation of the `linear` case: bytes after each of `turns`, median time around each of `timed`."""
-    from runtime.checkpoint import open_checkpointer
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
     session, sizes, times = f"bench-{uuid.uuid4()}", {}, {}
     last = max(turns + [t + 4 for t in timed])
     async with open_checkpointer(url) as saver:
@@ -126,7 +126,7 @@ async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]
 
 async def iteration(url_of, items: list[int]) -> dict[int, int]:
     """The bytes of one `iteration` turn over each number of `items`, each on a fresh store."""
-    from runtime.checkpoint import open_checkpointer
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
     out = {}
     for n in items:
         url, session = url_of(f"iteration-{n}"), f"bench-{uuid.uuid4()}"

@@ -57,8 +57,8 @@ def _worker(conn: Connection, memory_mb: int) -> None:
     """Answer jobs (DSL JSON bytes) with verdicts until the pipe closes."""
     import resource
 
-    from compiler import diagnose
-    from compiler.export import to_json, to_mermaid
+    from canvas2graph.compiler.canvas import diagnose
+    from canvas2graph.compiler.export import to_json, to_mermaid
 
     # load everything a job uses (every component family, the exporters) before measuring the baseline,
     # so that no job pays for imports within its time budget
@@ -153,7 +153,7 @@ class CompileWorkers:
         try:
             payload = await asyncio.to_thread(_payload, dsl)
         except (TypeError, ValueError) as e:     # orjson: nesting past its limit, a value JSON has no form for
-            from compiler.load import too_deep
+            from canvas2graph.compiler.dsl.load import too_deep
             deep = await asyncio.to_thread(too_deep, dsl)       # where: the component and field (linear)
             if deep is not None:
                 return Verdict(ok=False, diagnostics=[deep.to_dict()])
@@ -199,5 +199,5 @@ def _payload(dsl: Any) -> bytes:
 
 async def compile_in_thread(dsl: Any, **kw: Any):
     """`compile_dsl` for a DSL a worker found to compile: in a thread, so the loop keeps serving."""
-    from compiler import compile_dsl
+    from canvas2graph.compiler.canvas import compile_dsl
     return await asyncio.to_thread(compile_dsl, dsl, **kw)
