@@ -15,9 +15,21 @@ from canvas2graph.compiler.dsl.model import CanvasInfo
 from canvas2graph.compiler.plan import FINISH, Edge, Plan, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
-NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation, driven by compilation template groups "
-                        "stored in RAGFlow's database)"}
+NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation from compilation template groups)"}
 PIPELINE_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
+
+
+def _compiler_detail(entry) -> str:
+    """What a Compiler depends on (rag/flow/compiler): its template groups, which only RAGFlow holds."""
+    if entry.component_name != "Compiler":
+        return ""
+    params = entry.params if isinstance(entry.params, dict) else {}
+    groups = params.get("compilation_template_group_id") or params.get("compilation_template_group_ids") or []
+    groups = [groups] if isinstance(groups, str) else [str(g) for g in groups if g] if isinstance(groups, list) else []
+    named = (f"template group {', '.join(groups)} (params.compilation_template_group_id)" if groups
+             else "no template group (RAGFlow requires params.compilation_template_group_id)")
+    return (f": it compiles with {named}, whose templates live in RAGFlow's database, and writes its trees, "
+            "wiki pages and dataset navigation to RAGFlow's graph store")
 
 
 def is_pipeline(dsl: CanvasDSL) -> bool:
@@ -35,9 +47,9 @@ def plan_pipeline(dsl: CanvasDSL, out: Collector) -> Plan:
         spec = lookup_pipeline(name)
         if spec is None:
             if name in NOT_YET:
-                out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet: "
-                          "remove it to ingest with the rest of the pipeline",
-                          cid, "obj.component_name")
+                out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet{_compiler_detail(entry)}: "
+                          "remove it to ingest with the rest of the pipeline (the chunks it would have compiled "
+                          "are stored as they are)", cid, "obj.component_name")
             elif lookup(name) is not None:
                 out.error("unsupported", f"'{name}' is an agent component: an ingestion pipeline holds File, Parser, "
                           "TokenChunker, TitleChunker, Extractor and Tokenizer", cid, "obj.component_name")

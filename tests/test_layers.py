@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -181,8 +182,15 @@ def test_no_module_over_600_lines_and_no_function_over_80():
 def test_the_wheel_installs_one_package(tmp_path):
     """`pip install .` puts exactly `canvas2graph` into site-packages: no `compiler`, `nodes`, `runtime`
     or `server` beside it to clash with another distribution's."""
+    source = tmp_path / "source"         # a copy: setuptools builds in the tree, and a stale build/ would ship
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    for name in listed.stdout.splitlines():
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=600)
+                            "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("canvas2graph-*.whl")
     with zipfile.ZipFile(wheel) as archive:

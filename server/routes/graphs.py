@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from canvas2graph.server.backend.store import StoreError
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
-from canvas2graph.server.routes.agents import parse_dsl, store
+from canvas2graph.server.deps import parse_dsl, store
 from canvas2graph.server.compiling import compile_in_thread
 from canvas2graph.server.turns import answer, check, diagnostics_error, refuse_unreadable, require_compiles, start_turn, turn_request
 from canvas2graph.server.uploads import require_own_files

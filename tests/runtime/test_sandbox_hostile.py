@@ -348,8 +348,9 @@ async def test_the_script_has_no_privileges_and_cannot_make_namespaces_of_its_ow
 
 
 UNPRIVILEGED_CALLER = '''
-import asyncio, json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import asyncio, json, site, sys
+sys.path[:0] = [sys.argv[1]]
+site.addsitedir(sys.argv[2])      # its .pth files too: the editable install maps the package's folders
 from canvas2graph.runtime.services.sandbox import CodePolicy, run_code
 code = open(sys.argv[3]).read()
 run = asyncio.run(run_code("python", code, {"mark": sys.argv[4]}, CodePolicy(python=sys.executable, timeout=20,

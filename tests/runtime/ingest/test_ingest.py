@@ -93,11 +93,15 @@ def test_a_branching_pipeline_and_an_agent_component_in_a_pipeline_are_errors():
 def test_the_compiler_is_reported_as_not_run_yet_naming_what_it_depends_on():
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Compiler:K"]},
-        "Compiler:K": {"obj": {"component_name": "Compiler", "params": {}}, "downstream": []}}}
+        "Compiler:K": {"obj": {"component_name": "Compiler", "params": {"compilation_template_group_id": "g-42"}},
+                       "downstream": []}}}
     compiled, diags = diagnose(doc)
     assert compiled is None
     assert [(d.code, d.component_id, d.field) for d in diags] == [("unsupported", "Compiler:K", "obj.component_name")]
     assert "compilation template groups" in diags[0].message
+    # the group it names, where its templates are, and what to do instead
+    assert "template group g-42" in diags[0].message and "RAGFlow's database" in diags[0].message
+    assert "remove it to ingest with the rest of the pipeline" in diags[0].message
 
 
 def test_a_mixed_folder_is_ingested_and_an_agents_retrieval_answers_from_it(tmp_path):
@@ -213,3 +217,35 @@ def test_the_tokenizer_embeds_with_the_datasets_model_weighted_by_the_file_name(
     assert dims == len(vector) and vector[0] == pytest.approx(0.1) and vector[1] == pytest.approx(0.9)
     store.close()
     assert any(r.get("input") == ["refunds.md"] for r in server.requests)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_pipeline_ingests_a_mixed_folder_and_fails_only_the_files_it_names(path, tmp_path):
+    docs = mixed_folder(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"auto_reply": "refund charged twice"}))
+    db = str(tmp_path / "s.db")
+    done = cli("ingest", str(path), str(docs), "--kb", "shipped", "--db", db, "--llm-script", str(script),
+               "--default-llm", "gpt-4o@OpenAI", "--format", "jsonl")
+    assert done.returncode in (0, 1), done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    failed = {e["data"]["name"]: e["data"]["error"] for e in events if e["event"] == "file_failed"}
+    finished = {e["data"]["name"] for e in events if e["event"] == "file_finished"}
+    assert "refunds.md" in finished and finished | set(failed) == {p.name for p in docs.iterdir()}
+    _, diags = diagnose(path.read_bytes(), default_llm="gpt-4o@OpenAI")
+    named = {d.field.rsplit(".", 1)[-1] for d in diags if d.code in ("needs-service", "unknown-family")}
+    for name, error in failed.items():     # a failure is a family the compile warnings named, or none at all
+        assert error.startswith("Parser:") and (any(f"{family}:" in error or f"'{family}'" in error for family in named)
+                                                or "No suitable for file extension" in error), (name, error)
+    store = EmbeddedBackend(tmp_path / "retrieval.db")
+    try:
+        if '"Tokenizer"' in path.read_text():
+            found = asyncio.run(store.retrieve(RetrievalRequest("I was charged twice for my order", ["shipped"])))
+            assert found.chunks and "refunds.md" in {c["docnm_kwd"] for c in found.chunks}
+        else:       # as in RAGFlow, no Tokenizer writes no full-text fields: the chunks are stored, text only
+            rows = [json.loads(r[0]) for r in store._query("SELECT fields FROM chunks")]
+            refunds = [r for r in rows if r["docnm_kwd"] == "refunds.md"]
+            assert refunds and any("charged twice" in r["content_with_weight"] for r in refunds)
+            assert not any(r.get("content_ltks") for r in refunds)
+    finally:
+        store.close()
