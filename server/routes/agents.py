@@ -13,7 +13,7 @@ from canvas2graph.server.auth import tenant
 from canvas2graph.server.deps import int_param, owned_agent, parse_dsl, store
 from canvas2graph.server.errors import argument_error, data_error, not_found, ok
 from canvas2graph.server.protocols.common import endpoints
-from canvas2graph.server.turns import check
+from canvas2graph.server.turns import check, refuse_unreadable
 from canvas2graph.server.views import agent_view, checked_view, session_view
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
@@ -69,6 +69,8 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
             isinstance(body.tags, list) and all(isinstance(t, (str, int, float)) for t in body.tags))):
         raise argument_error("`tags` must be a list of strings or a comma-separated text")
     dsl = parse_dsl(body.dsl, request)
+    # in a compile worker, within its budget; a DSL nested past the limit is refused before it is stored
+    checked = checked_view(refuse_unreadable(await check(request, dsl)))
     try:
         agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar,
                                                   canvas_type=body.canvas_type)
@@ -76,7 +78,6 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
         raise data_error(str(e))
     if body.tags is not None:
         agent.tags = await store(request).set_tags(tenant_id, agent.id, body.tags) or ""
-    checked = checked_view(await check(request, dsl))       # in a compile worker, within its budget
     await record_version(store(request), agent, author=tenant_id, released=truthy(body.release), diagnostics=checked)
     return ok(agent_view(agent, checked=checked))
 
@@ -115,6 +116,7 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
         raise argument_error("`title` must not be empty")
     if body.dsl is not None:
         changes["dsl"] = parse_dsl(body.dsl, request)
+        refuse_unreadable(await check(request, changes["dsl"]))     # before it is stored (the verdict is cached)
     try:
         agent = await store(request).update_agent(tenant_id, agent_id, **changes)
     except StoreError as e:
