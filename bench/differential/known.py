@@ -22,14 +22,7 @@ def _upstreams(dsl: dict) -> dict[str, int]:
     """How many components lead to each one (downstream lists and routing targets)."""
     count: dict[str, int] = {}
     for entry in dsl["components"].values():
-        params = entry["obj"]["params"]
-        targets = set(entry.get("downstream") or [])
-        for cond in params.get("conditions") or []:
-            targets.update(cond.get("to") or [])
-        targets.update(params.get("end_cpn_ids") or [])
-        for cat in (params.get("category_description") or {}).values():
-            targets.update(cat.get("to") or [])
-        for t in targets:
+        for t in _targets(entry):
             count[t] = count.get(t, 0) + 1
     return count
 
