@@ -28,7 +28,7 @@ import uuid
 from typing import Any, AsyncIterator, Iterable
 
 from runtime.event_order import TASK_KEY, BatchOrder, bursts
-from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
+from runtime.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten, resolved
 from runtime.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
@@ -191,7 +191,7 @@ class EventAdapter:
         request = result.get(REQUEST)
         if isinstance(request, dict) and request.get("open") is False:
             # the end of the turn: by the finish node, or inline by the last component
-            history = result.get(HISTORY) or []
+            history = resolved(result.get(HISTORY)) or []      # the finish writes its entry as an append
             self.answer = history[-1][1] if history else {}
             self.finished = True
         if node is None:
