@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from runtime.checkpoint import is_postgres
+from runtime.retention import TABLE as COMPACTED
 from runtime.state import GLOBALS, reduce_globals
 
 log = logging.getLogger("canvas2graph.sessions")
@@ -145,14 +146,16 @@ async def _delete_batch(store, ids: list[str]) -> None:
     marks = ", ".join("?" * len(ids))
     await store.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(ids))
     if is_postgres(store.url):
-        for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+        present = {r["t"] for r in await _rows(store, "SELECT table_name AS t FROM information_schema.tables "
+                                                      "WHERE table_schema = current_schema()")}
+        for table in [t for t in ("checkpoint_writes", "checkpoint_blobs", "checkpoints", COMPACTED) if t in present]:
             await store.db.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", tuple(ids))
         return
     saver = store.checkpointer
     with saver.lock:                 # LangGraph's two tables, in one transaction on the saver's connection
         try:
             tables = [t for (t,) in saver.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            for table in [t for t in ("writes", "checkpoint_blobs", "checkpoints") if t in tables]:
+            for table in [t for t in ("writes", "checkpoint_blobs", "checkpoints", COMPACTED) if t in tables]:
                 saver.conn.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", tuple(ids))
             saver.conn.commit()
         except BaseException:

@@ -13,6 +13,7 @@ and closing a turn that the engine or the checkpointer broke, so the next reques
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -25,9 +26,12 @@ from canvas2graph.types import RunContext
 from compiler import CompiledCanvas
 from nodes.begin import missing_fields, resume_value
 from runtime.events import FINISH, STREAM_MODES, TurnEvents
+from runtime.retention import compact
 from runtime.state import GLOBALS, HISTORY, REQUEST
 from runtime.tracing import trace_config
 from runtime.values import unstorable
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Runner", "TurnRequest", "TurnOutcome", "TurnRejected", "TurnFailed", "STREAM_MODES", "DURABILITY"]
 
@@ -246,3 +250,14 @@ class Runner:
         self.outcome.status = events.status
         if events.error:
             self.outcome.error = events.error
+        if self.checkpointer is not None and self.outcome.status == "finished":
+            await self._compact(session_id)
+
+    async def _compact(self, session_id: str) -> None:
+        """Keep every step of the last turns and only the trace of older ones (runtime/retention.py). A failure
+        leaves the session as it was (each store compacts in one transaction) and is logged, not raised."""
+        try:
+            await compact(self.graph, session_id)
+        except Exception as e:
+            _log.warning("session %s: compacting its older turns failed (%s: %s); every step is kept",
+                         session_id, type(e).__name__, e)
