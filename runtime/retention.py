@@ -50,6 +50,18 @@ def keep_turns() -> int:
     return int(raw)
 
 
+def without_conversation(graph):
+    """`graph` reading checkpoints without rebuilding the history and the globals (they read as empty): what
+    the trace needs. Rebuilding them replays their writes back to a snapshot for every checkpoint read, which
+    made listing a thread's steps cost its length times the distance between snapshots."""
+    from langgraph.channels import LastValue
+    channels = dict(graph.channels)
+    for name in DELTA_CHANNELS:
+        if name in channels:
+            channels[name] = LastValue(object, name)
+    return graph.copy(update={"channels": channels})
+
+
 def _kind(saver) -> str | None:
     from runtime.sqlite_blobs import ChannelBlobSqliteSaver
     if isinstance(saver, ChannelBlobSqliteSaver):
@@ -105,7 +117,9 @@ async def compact(graph, thread_id: str, keep: int | None = None, *, every: int 
         return 0
     every = keep if every is None else every
     config = _thread_config({"configurable": {"thread_id": thread_id}})
-    history = [s async for s in graph.aget_state_history(config)]          # newest first
+    if await _turns_started(saver, kind, thread_id) < keep + every:       # cheap: no checkpoint is read
+        return 0
+    history = [s async for s in without_conversation(graph).aget_state_history(config)]          # newest first
     if not history:
         return 0
     by_id = {s.config["configurable"]["checkpoint_id"]: s for s in history}
@@ -131,13 +145,27 @@ async def compact(graph, thread_id: str, keep: int | None = None, *, every: int 
     drop = [cid for cid in by_id if cid not in kept]
     saved = await saver.aget_tuple(root.config)
     versions = saved.checkpoint.get("channel_versions") or {}
-    snapshots = {ch: root.values[ch] for ch in DELTA_CHANNELS if ch in versions and ch in root.values}
+    values = (await graph.aget_state(root.config)).values         # the conversation at the new first step
+    snapshots = {ch: values[ch] for ch in DELTA_CHANNELS if ch in versions and ch in values}
     start = len(earlier) + 1
     if kind == "sqlite":
         _compact_sqlite(saver, thread_id, root_id, drop, versions, snapshots, turns, start)
     else:
         await _compact_postgres(saver, thread_id, root_id, drop, versions, snapshots, turns, start)
     return len(turns)
+
+
+async def _turns_started(saver, kind: str, thread_id: str) -> int:
+    """How many runs started on the thread (checkpoints of source "input", on every branch)."""
+    if kind == "sqlite":
+        with saver.lock:
+            row = saver.conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND "
+                                     "json_extract(CAST(metadata AS TEXT), '$.source') = 'input'", (str(thread_id),)).fetchone()
+        return int(row[0])
+    async with saver._cursor() as cur:
+        await cur.execute("SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' AND "
+                          "metadata ->> 'source' = 'input'", (str(thread_id),))
+        return int((await cur.fetchone())["n"])
 
 
 def _descendants(history: list, root_id: str) -> set[str]:
