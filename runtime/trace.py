@@ -73,11 +73,18 @@ def _thread_config(config: dict) -> dict:
 async def _lineage(graph, config: dict) -> tuple[list, list]:
     """The snapshots of one branch, oldest first: from `config`'s checkpoint (else the newest) back to the
     first; and every snapshot of the thread, newest first."""
-    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    history = [snapshot async for snapshot in _light(graph).aget_state_history(_thread_config(config))]
     head = (config.get("configurable") or {}).get("checkpoint_id")
     if head and not any(s.config["configurable"]["checkpoint_id"] == head for s in history):
         await _refuse_compacted(graph, config, head)
     return _branch(history, config), history
+
+
+def _light(graph):
+    """The graph reading steps without rebuilding the history and the globals, which the trace does not show
+    (runtime/retention.py, `without_conversation`)."""
+    from runtime.retention import without_conversation
+    return without_conversation(graph)
 
 
 async def _compacted(graph, config: dict) -> list[dict]:
@@ -354,7 +361,7 @@ async def abranches(graph, config: dict) -> list[dict]:
     `atrace` takes to trace it), current, turns, query (its last turn's; a fork's as edited), status,
     started_at, fork_of}."""
     from compiler.canvas import canvas_of
-    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    history = [snapshot async for snapshot in _light(graph).aget_state_history(_thread_config(config))]
     if not history:
         return []
     canvas = canvas_of(graph)
@@ -378,7 +385,7 @@ async def abranches(graph, config: dict) -> list[dict]:
 def trace(graph, config: dict) -> list[dict]:
     """`atrace` for synchronous callers: the graph's synchronous `get_state_history` (a sync checkpointer)."""
     from compiler.canvas import canvas_of
-    history = list(graph.get_state_history(_thread_config(config)))
+    history = list(_light(graph).get_state_history(_thread_config(config)))
     return _build(canvas_of(graph), _branch(history, config), history)
 
 
@@ -392,7 +399,7 @@ async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
     from compiler.canvas import canvas_of
     thread = _thread_config(config)
     head = None
-    async for snapshot in graph.aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
+    async for snapshot in _light(graph).aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
         head = snapshot.config["configurable"]["checkpoint_id"]
     if head is None:
         return turn_of(await _compacted(graph, thread), message_id)
