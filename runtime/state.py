@@ -257,7 +257,7 @@ def take_last(old: Any, new: Any) -> Any:
 
 
 OVERWRITE = "__overwrite__"
-SNAPSHOT_EVERY = 200     # updates of the history and of the globals between two stored whole values
+SNAPSHOT_EVERY = 20      # updates of the history and of the globals between two stored whole values (10 turns)
 
 
 def overwrite(value: Any) -> dict[str, Any]:
