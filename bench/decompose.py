@@ -41,20 +41,20 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from bench import dsls  # noqa: E402
 from bench.handwritten import ChainState  # noqa: E402
 from bench.run import QUERY, SCRIPT, fresh_id, table, time_async_interleaved, fmt  # noqa: E402
-from compiler import compile_dsl  # noqa: E402
-from runtime.models import ModelFactory  # noqa: E402
-from runtime.scripted import Script, ScriptedChatModel  # noqa: E402
-from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
-from runtime.state import take_last  # noqa: E402
+from canvas2graph.compiler.canvas import compile_dsl  # noqa: E402
+from canvas2graph.runtime.services.models import ModelFactory  # noqa: E402
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel  # noqa: E402
+from canvas2graph.runtime.run.runner import STREAM_MODES, Runner, TurnRequest  # noqa: E402
+from canvas2graph.runtime.graph.state import take_last  # noqa: E402
 
 
 def drop(old, new):
-    """The reducer of the former `trace` channel (runtime/state.py no longer has one): keep nothing."""
+    """The reducer of the former `trace` channel (runtime/graph/state.py no longer has one): keep nothing."""
     return {}
 
 
 def merge_outputs(old, new):
-    """The former per-component channel's reducer: merge key by key, None resets (runtime/state.py's
+    """The former per-component channel's reducer: merge key by key, None resets (runtime/graph/state.py's
     merge_outputs now merges the one `outputs` channel, component by component)."""
     return {} if new is None else {**(old or {}), **new}
 

@@ -52,7 +52,7 @@ def message_chain(n: int, salt: Any = 0) -> dict:
 
 def string_transform_available() -> bool:
     try:
-        from nodes.registry import lookup
+        from canvas2graph.nodes.registry import lookup
         return lookup("StringTransform") is not None
     except Exception:          # nodes/transforms.py may be mid-edit by someone else
         return False

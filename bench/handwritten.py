@@ -19,7 +19,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 
 from bench.dsls import BRANCHES
-from runtime.scripted import Script, ScriptedChatModel
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
 
 
 class ChainState(TypedDict, total=False):

@@ -52,11 +52,11 @@ def make_folder(root: Path, n: int, seed: int = 11) -> int:
 
 
 async def run_ingest(folder: Path, tmp: Path):
-    from compiler import compile_dsl
-    from runtime.checkpoint import open_checkpointer
-    from runtime.environment import RunEnvironment, RunSettings
-    from runtime.ingest.run import Ingestor, expand
-    from runtime.retrieval.embedded import EmbeddedBackend
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.run.ingest.run import Ingestor, expand
+    from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
     compiled = compile_dsl(PIPELINE.read_bytes())
     store = EmbeddedBackend(tmp / "ingest.db")
     async with open_checkpointer(str(tmp / "checkpoints.db")) as saver:
@@ -69,8 +69,8 @@ async def run_ingest(folder: Path, tmp: Path):
 
 
 async def run_index(folder: Path, tmp: Path):
-    from runtime.retrieval.embedded import EmbeddedBackend
-    from runtime.retrieval.indexing import index_files
+    from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
+    from canvas2graph.runtime.services.retrieval.indexing import index_files
     store = EmbeddedBackend(tmp / "index.db")
     started = time.perf_counter()
     report = await index_files(store, [str(folder)], "bench", progress=False)
@@ -80,7 +80,7 @@ async def run_index(folder: Path, tmp: Path):
 
 
 def report(n: int) -> None:
-    from runtime.retrieval.tokenizer import get_tokenizer
+    from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
     get_tokenizer()                       # loaded once, outside both timings
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -79,11 +79,11 @@ def cases() -> dict[str, tuple[dict, str, int]]:
 
 # --- canvas2graph --------------------------------------------------------------------------------
 async def _c2g_turn(dsl: dict, query: str, delay_ms: int, db: str | None) -> tuple[float, str]:
-    from compiler import compile_dsl
-    from runtime.checkpoint import open_checkpointer
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner, TurnRequest
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner, TurnRequest
 
     script = Script.load({"auto_reply": "answer {n}", "delay_ms": delay_ms})
     async with open_checkpointer(db) as saver:

@@ -27,11 +27,11 @@ if __package__ in (None, ""):
 
 from bench import dsls, handwritten  # noqa: E402
 from bench.run import ITERATION_ITEMS, LOOP_PASSES, PG_URL, QUERY, SCRIPT, fresh_id  # noqa: E402
-from runtime.checkpoint import open_checkpointer  # noqa: E402
-from compiler import compile_dsl  # noqa: E402
-from runtime.models import ModelFactory  # noqa: E402
-from runtime.scripted import Script  # noqa: E402
-from runtime.session import Runner, TurnRequest  # noqa: E402
+from canvas2graph.runtime.run.checkpoint import open_checkpointer  # noqa: E402
+from canvas2graph.compiler.canvas import compile_dsl  # noqa: E402
+from canvas2graph.runtime.services.models import ModelFactory  # noqa: E402
+from canvas2graph.runtime.services.scripted import Script  # noqa: E402
+from canvas2graph.runtime.run.runner import Runner, TurnRequest  # noqa: E402
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 PROJECT = tuple(f"{ROOT}/{d}/" for d in ("compiler", "nodes", "runtime"))

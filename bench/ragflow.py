@@ -63,11 +63,11 @@ async def postgres_turns(cases: list[str], reps: int, warmup: int) -> dict[str, 
     """canvas2graph with the PostgreSQL store on the driver's DSLs, timed as its worker times a turn."""
     sys.path.insert(0, str(PERF))
     import proto                                    # the driver's case loader
-    from compiler import compile_dsl
-    from runtime.checkpoint import open_checkpointer
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner, TurnRequest
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner, TurnRequest
     from bench.run import pg_unavailable
 
     reason = await pg_unavailable(PG_URL)
@@ -105,8 +105,8 @@ async def langgraph_floor(nodes: int, reps: int, warmup: int) -> dict:
     """What LangGraph itself costs per node (`bench/upstream/floor.py`): no compiler to LangGraph can run
     a node for less; compare it with RAGFlow's per-node figures."""
     from bench.upstream.floor import STREAM_MODES, cpu_per_node
-    from runtime.events import STREAM_MODES as RUNNER_MODES
-    from runtime.session import DURABILITY
+    from canvas2graph.runtime.run.events import STREAM_MODES as RUNNER_MODES
+    from canvas2graph.runtime.run.runner import DURABILITY
     assert STREAM_MODES == RUNNER_MODES and DURABILITY == "sync", "the floor must stream as the Runner does"
     return {"nodes": nodes, "cpu_per_node_ms": await cpu_per_node(nodes, reps, warmup)}
 

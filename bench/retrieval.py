@@ -31,8 +31,8 @@ def corpus(n: int, dims: int, seed: int = 7) -> list[tuple[str, list[float]]]:
 
 
 def build_chunks(texts, kb: str) -> list[dict]:
-    from runtime.retrieval.indexing import chunk_fields
-    from runtime.retrieval.tokenizer import get_tokenizer
+    from canvas2graph.runtime.services.retrieval.indexing import chunk_fields
+    from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
     tk = get_tokenizer()
     out = []
     for i, (text, vector) in enumerate(texts):
@@ -48,7 +48,7 @@ def pct(values, q):
 
 
 async def measure_queries(backend, questions, kb) -> list[float]:
-    from runtime.retrieval import RetrievalRequest
+    from canvas2graph.runtime.services.retrieval import RetrievalRequest
     times = []
     for q in questions:
         t = time.perf_counter()
@@ -71,8 +71,8 @@ def main() -> None:
         from bench.ingest import report
         report(args.docs)
 
-    from runtime.retrieval import RetrievalConfig, open_backend
-    from runtime.retrieval.config import Endpoint
+    from canvas2graph.runtime.services.retrieval import RetrievalConfig, open_backend
+    from canvas2graph.runtime.services.retrieval.config import Endpoint
     from tests.runtime.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
 
     rnd = random.Random(3)

@@ -42,15 +42,14 @@ if __package__ in (None, ""):          # `python bench/run.py`: make the reposit
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-import compiler  # noqa: E402
-import compiler.canvas  # noqa: E402
+import canvas2graph.compiler.canvas  # noqa: E402
 from bench import dsls, handwritten  # noqa: E402
-from compiler import compile_dsl  # noqa: E402
-from runtime.checkpoint import open_checkpointer  # noqa: E402
+from canvas2graph.compiler.canvas import compile_dsl  # noqa: E402
+from canvas2graph.runtime.run.checkpoint import open_checkpointer  # noqa: E402
 from canvas2graph.types import RunContext  # noqa: E402
-from runtime.models import ModelFactory  # noqa: E402
-from runtime.scripted import Script  # noqa: E402
-from runtime.session import STREAM_MODES, Runner, TurnRequest  # noqa: E402
+from canvas2graph.runtime.services.models import ModelFactory  # noqa: E402
+from canvas2graph.runtime.services.scripted import Script  # noqa: E402
+from canvas2graph.runtime.run.runner import STREAM_MODES, Runner, TurnRequest  # noqa: E402
 
 COMPILE_TARGET_S = 1.0        # 1,000-component compile
 RATIO_TARGET = 1.3            # canvas2graph / hand-written, per turn
@@ -68,11 +67,11 @@ def runner_durability() -> str | None:
     """The `durability` Runner.run_turn streams with (None: LangGraph's default, "async").
 
     The graph-only variant and the checkpoint section's hand-written "same durability" variant use it,
-    so the comparison follows runtime/session.py as it changes."""
+    so the comparison follows runtime/run/runner.py as it changes."""
     import inspect
     import re
 
-    import runtime.session as session
+    import canvas2graph.runtime.run.runner as session
     if isinstance(getattr(session, "DURABILITY", None), str):
         return session.DURABILITY
     found = re.search(r"durability\s*=\s*[\"'](\w+)[\"']", inspect.getsource(session.Runner.run_turn))
@@ -179,7 +178,7 @@ def bench_compile(sizes: list[int], reps_of: Callable[[int], int], warmup: int) 
         if n >= 1000:
             row.target, row.ok = f"< {COMPILE_TARGET_S:g} s", c.median_ms / 1000 < COMPILE_TARGET_S
         rows.append(row)
-    compiler._CACHE.clear()
+    canvas2graph.compiler.canvas._CACHE.clear()
     big = max(sizes)
     breakdown = compile_breakdown(big, reps=max(1, min(3, reps_of(big))))
     return rows, {"components": big, "phases_ms": breakdown}
@@ -187,11 +186,11 @@ def bench_compile(sizes: list[int], reps_of: Callable[[int], int], warmup: int) 
 
 def compile_breakdown(n: int, reps: int) -> dict[str, float]:
     """Where the end-to-end compile of an n-component chain goes, phase by phase (median of reps)."""
-    from compiler.build import build_graph
-    from compiler.check import check_plan
-    from compiler.diagnostics import Collector
-    from compiler.load import load_dsl
-    from compiler.plan import make_plan
+    from canvas2graph.compiler.build import build_graph
+    from canvas2graph.compiler.check import check_plan
+    from canvas2graph.compiler.dsl.diagnostics import Collector
+    from canvas2graph.compiler.dsl.load import load_dsl
+    from canvas2graph.compiler.plan import make_plan
 
     phases: dict[str, list[float]] = {k: [] for k in
                                       ("content hash", "load", "plan (params, nodes, templates)", "check",
@@ -199,7 +198,7 @@ def compile_breakdown(n: int, reps: int) -> dict[str, float]:
     for _ in range(reps):
         dsl = dsls.message_chain(n, salt=fresh_id("b"))
         t = [time.perf_counter()]
-        compiler.canvas._digest(dsl); t.append(time.perf_counter())
+        canvas2graph.compiler.canvas._digest(dsl); t.append(time.perf_counter())
         loaded = load_dsl(dsl); t.append(time.perf_counter())
         out = Collector()
         plan = make_plan(loaded, out); t.append(time.perf_counter())
@@ -328,7 +327,7 @@ async def bench_run_case(case: str, dsl: dict, hand_graph, executed: int, query:
     for saver in (runner_saver, graph_saver, hand_saver):
         saver.storage.clear(), saver.writes.clear(), saver.blobs.clear()
     compiled._graphs.clear()
-    compiler._CACHE.clear()
+    canvas2graph.compiler.canvas._CACHE.clear()
     gc.collect()
     row = RunRow(case, len(compiled.plan.nodes), executed, stats["runner"], stats["graph_only"],
                  stats["hand_stream"], stats["hand_invoke"], events=counts.get("runner", 0))

@@ -45,10 +45,10 @@ def serve(args: argparse.Namespace) -> None:
     """The server with a stamping scripted model: each streamed chunk's text is its emission time."""
     import uvicorn
 
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script, ScriptedChatModel
-    from server.app import create_app
-    from server.config import ServerConfig
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
+    from canvas2graph.server.app import create_app
+    from canvas2graph.server.config import ServerConfig
 
     class StampedModel(ScriptedChatModel):
         async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
@@ -195,7 +195,7 @@ def _free_port() -> int:
 
 
 async def _token(db: str) -> str:
-    from runtime.store import open_store
+    from canvas2graph.server.backend.store import open_store
     async with open_store(db) as store:
         return (await store.create_token("bench"))[1]
 

@@ -15,7 +15,7 @@ fresh SQLite file and on PostgreSQL under a fresh session id:
 
 Bytes stored: on SQLite the file's pages in use (`page_count - freelist_count`, after a WAL checkpoint); on
 PostgreSQL the stored size (`pg_column_size`, compressed as stored) of the session's rows in LangGraph's
-tables (checkpoints, blobs, writes), canvas2graph's turn log and its compacted turns' traces (runtime/retention.py). RAGFlow stores one string per conversation,
+tables (checkpoints, blobs, writes), canvas2graph's turn log and its compacted turns' traces (runtime/run/retention.py). RAGFlow stores one string per conversation,
 `str(canvas)` (the oracle's `--state-out`), rewritten every turn: its length is RAGFlow's figure, measured by
 `bench/storage_oracle.py` in the oracle's own Python.
 
@@ -92,7 +92,7 @@ def _dsl(case: str) -> dict:
 
 
 async def _turn(runner, session: str, query: str) -> float:
-    from runtime.session import TurnRequest
+    from canvas2graph.runtime.run.runner import TurnRequest
     start = time.perf_counter()
     async for _ in runner.run_turn(session, TurnRequest(query=query)):
         pass
@@ -102,17 +102,17 @@ async def _turn(runner, session: str, query: str) -> float:
 
 
 def _runner(dsl: dict, saver, reply: str):
-    from compiler import compile_dsl
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner
     script = Script.load({"auto_reply": reply})
     return Runner(compile_dsl(dsl), saver, ModelFactory(script=script), script)
 
 
 async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]:
     """One conversation of the `linear` case: bytes after each of `turns`, median time around each of `timed`."""
-    from runtime.checkpoint import open_checkpointer
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
     session, sizes, times = f"bench-{uuid.uuid4()}", {}, {}
     last = max(turns + [t + 4 for t in timed])
     async with open_checkpointer(url) as saver:
@@ -127,7 +127,7 @@ async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]
 
 async def iteration(url_of, items: list[int]) -> dict[int, int]:
     """The bytes of one `iteration` turn over each number of `items`, each on a fresh store."""
-    from runtime.checkpoint import open_checkpointer
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
     out = {}
     for n in items:
         url, session = url_of(f"iteration-{n}"), f"bench-{uuid.uuid4()}"

@@ -144,7 +144,7 @@ def _wall(cmd: list[str], runs: int) -> float:
 
 def cli_rows(quick: bool) -> tuple[list[Row], dict]:
     runs = 3 if quick else 7
-    exe = [sys.executable, "-m", "runtime.cli"]
+    exe = [sys.executable, "-m", "canvas2graph.cli"]
     help_s = _wall(exe + ["--help"], runs)
     compile_s = _wall(exe + ["compile", str(TEMPLATE)], runs)
     rows = [Row("`canvas2graph --help`, whole process (median wall)", f"{help_s:.2f} s", "< 0.5 s", help_s < 0.5),

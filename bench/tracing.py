@@ -7,8 +7,8 @@ Each case runs whole turns through `Runner.run_turn` (InMemorySaver, scripted mo
 interleaved round-robin so drift hits them alike:
 - off: the code as it is, no tracer configured (`trace_config` returns {} and the Agent's tool
   calls go straight to the tool);
-- previous path: the same turn with the tracing hooks taken out (`runtime.session.trace_config`
-  and `nodes.agent.tool_run` replaced by what the code did before: nothing, and a direct call);
+- previous path: the same turn with the tracing hooks taken out (`canvas2graph.runtime.run.runner.trace_config`
+  and `canvas2graph.nodes.agent.tool_run` replaced by what the code did before: nothing, and a direct call);
 - LangSmith on / Langfuse on: each tracer sending to a local stand-in collector on 127.0.0.1
   (tests/runtime/trace_collectors.py), for scale.
 
@@ -39,15 +39,15 @@ for _key in [k for k in os.environ if k.startswith(("LANGSMITH_", "LANGCHAIN_", 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langsmith.run_helpers import tracing_context  # noqa: E402
 
-import nodes.agent  # noqa: E402
-import runtime.session  # noqa: E402
+import canvas2graph.nodes.agent  # noqa: E402
+import canvas2graph.runtime.run.runner  # noqa: E402
 from bench import dsls  # noqa: E402
 from bench.run import Stats, fresh_id, time_async_interleaved  # noqa: E402
-from compiler import compile_dsl  # noqa: E402
-from runtime.models import ModelFactory  # noqa: E402
-from runtime.scripted import Script  # noqa: E402
-from runtime.session import Runner, TurnRequest  # noqa: E402
-from runtime.tracing import flush, tool_run, trace_config  # noqa: E402
+from canvas2graph.compiler.canvas import compile_dsl  # noqa: E402
+from canvas2graph.runtime.services.models import ModelFactory  # noqa: E402
+from canvas2graph.runtime.services.scripted import Script  # noqa: E402
+from canvas2graph.runtime.run.runner import Runner, TurnRequest  # noqa: E402
+from canvas2graph.runtime.services.observability import flush, tool_run, trace_config  # noqa: E402
 from tests.runtime.trace_collectors import LangfuseCollector, LangSmithCollector  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,12 +69,12 @@ async def _previous_tool_run(name, args, call_id, call, **kwargs) -> str:
 @contextlib.contextmanager
 def previous_code_path():
     """The turn as it ran before tracing existed: no trace_config, tools called directly."""
-    saved = runtime.session.trace_config, nodes.agent.tool_run
-    runtime.session.trace_config, nodes.agent.tool_run = _previous_trace_config, _previous_tool_run
+    saved = canvas2graph.runtime.run.runner.trace_config, canvas2graph.nodes.agent.tool_run
+    canvas2graph.runtime.run.runner.trace_config, canvas2graph.nodes.agent.tool_run = _previous_trace_config, _previous_tool_run
     try:
         yield
     finally:
-        runtime.session.trace_config, nodes.agent.tool_run = saved
+        canvas2graph.runtime.run.runner.trace_config, canvas2graph.nodes.agent.tool_run = saved
 
 
 @contextlib.contextmanager

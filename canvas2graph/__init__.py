@@ -30,32 +30,32 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from canvas2graph.api import builder, compile, load
     from canvas2graph.types import CompileError, ComponentError, Diagnostic, RunContext
-    from compiler.canvas import CompiledCanvas, compile_dsl, diagnose
-    from runtime.environment import RunEnvironment, RunSettings
-    from runtime.events import EventAdapter, TurnEvents, ragflow_events
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.state import CanvasInput, CanvasOutput
-    from runtime.trace import atrace, trace
+    from canvas2graph.compiler.canvas import CompiledCanvas, compile_dsl, diagnose
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.run.events import EventAdapter, TurnEvents, ragflow_events
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.graph.state import CanvasInput, CanvasOutput
+    from canvas2graph.runtime.run.steps import atrace, trace
 
 _EXPORTS = {
     "compile": "canvas2graph.api",
     "builder": "canvas2graph.api",
     "load": "canvas2graph.api",
-    "ragflow_events": "runtime.events",
-    "trace": "runtime.trace",
-    "atrace": "runtime.trace",
-    "TurnEvents": "runtime.events",
-    "EventAdapter": "runtime.events",
-    "CanvasInput": "runtime.state",
-    "CanvasOutput": "runtime.state",
-    "ModelFactory": "runtime.models",
-    "Script": "runtime.scripted",
-    "RunEnvironment": "runtime.environment",
-    "RunSettings": "runtime.environment",
-    "compile_dsl": "compiler.canvas",
-    "diagnose": "compiler.canvas",
-    "CompiledCanvas": "compiler.canvas",
+    "ragflow_events": "canvas2graph.runtime.run.events",
+    "trace": "canvas2graph.runtime.run.steps",
+    "atrace": "canvas2graph.runtime.run.steps",
+    "TurnEvents": "canvas2graph.runtime.run.events",
+    "EventAdapter": "canvas2graph.runtime.run.events",
+    "CanvasInput": "canvas2graph.runtime.graph.state",
+    "CanvasOutput": "canvas2graph.runtime.graph.state",
+    "ModelFactory": "canvas2graph.runtime.services.models",
+    "Script": "canvas2graph.runtime.services.scripted",
+    "RunEnvironment": "canvas2graph.runtime.services.environment",
+    "RunSettings": "canvas2graph.runtime.services.environment",
+    "compile_dsl": "canvas2graph.compiler.canvas",
+    "diagnose": "canvas2graph.compiler.canvas",
+    "CompiledCanvas": "canvas2graph.compiler.canvas",
     "CompileError": "canvas2graph.types",
     "ComponentError": "canvas2graph.types",
     "Diagnostic": "canvas2graph.types",

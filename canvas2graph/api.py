@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from compiler.canvas import CompiledCanvas, compile_dsl
+from canvas2graph.compiler.canvas import CompiledCanvas, compile_dsl
 
 def load(source: Any, *, default_llm: str | None = None) -> CompiledCanvas:
     """Compile a DSL once (checked, planned; `CompileError` lists every problem): a path to a JSON

@@ -17,7 +17,7 @@
 
 The components are what the DSL declares (their params as the DSL writes them, references such
 as `{LLM:Answer@content}` included); they compile exactly as the DSL does (`compiler`), into the
-nodes `compiler.build` makes. The wiring (nodes, edges, routes, the error handlers' ways) is the
+nodes `canvas2graph.compiler.build` makes. The wiring (nodes, edges, routes, the error handlers' ways) is the
 module's own: a node added or an edge moved there is what runs. Node names are the graph node names
 the compiled DSL has (component ids with ':' as '.'), so checkpoints, Studio and RAGFlow's events keep them.
 """
@@ -32,9 +32,9 @@ from typing import Any, Callable
 from langgraph.graph import END, START, StateGraph
 
 from canvas2graph.types import UsageError
-from compiler.build import FINISH as FINISH_NODE, Wiring
-from compiler.canvas import CompiledCanvas, compile_dsl
-from compiler.plan import FINISH as TURN_END
+from canvas2graph.compiler.build import FINISH as FINISH_NODE, Wiring
+from canvas2graph.compiler.canvas import CompiledCanvas, compile_dsl
+from canvas2graph.compiler.plan import FINISH as TURN_END
 
 __all__ = ["Canvas", "main", "START", "END", "FINISH_NODE", "TURN_END"]
 
@@ -96,7 +96,7 @@ class Canvas:
 
     @property
     def wiring(self) -> Wiring:
-        """How each node runs and routes, derived from the compiled components (`compiler.build`)."""
+        """How each node runs and routes, derived from the compiled components (`canvas2graph.compiler.build`)."""
         if self._wiring is None:
             self._wiring = Wiring(self.compiled.plan)
         return self._wiring
@@ -109,7 +109,7 @@ class Canvas:
     def state_graph(self) -> StateGraph:
         """An empty `StateGraph` with canvas2graph's state, input, output and context: add the nodes."""
         from canvas2graph.types import RunContext
-        from runtime.state import CanvasInput, CanvasOutput, build_state_schema
+        from canvas2graph.runtime.graph.state import CanvasInput, CanvasOutput, build_state_schema
         builder = StateGraph(build_state_schema(), context_schema=RunContext, input_schema=CanvasInput,
                              output_schema=CanvasOutput)
         self.runnable(builder)          # so the events and the Runner know the canvas behind it
@@ -122,17 +122,17 @@ class Canvas:
         return canvas
 
     def node(self, cid: str):
-        """The component's step: the node `compiler.build` makes of it, which returns its update
+        """The component's step: the node `canvas2graph.compiler.build` makes of it, which returns its update
         (a routing component's route is read by its conditional edge: `chosen`, `passes`)."""
         self._known(cid)
         return self.wiring.step(cid, goto=False)
 
     def parallel_iteration(self, builder: StateGraph, cid: str) -> None:
-        """An Iteration whose items run at once (`max_concurrency` above 1) as the nodes `compiler.build` makes
+        """An Iteration whose items run at once (`max_concurrency` above 1) as the nodes `canvas2graph.compiler.build` makes
         of it: its own step, which sends the first items; the items node, which runs one item's body (the
         IterationItem and the components inside, compiled into a graph of their own) per `Send`; and the
         collect node, which sends the next items or leaves with the outputs in the items' order."""
-        from compiler.parallel import add_parallel_iteration, concurrency
+        from canvas2graph.compiler.parallel import add_parallel_iteration, concurrency
         self._known(cid)
         node = self.wiring.plan.nodes[cid]
         if concurrency(node) < 2 or cid not in self.wiring.plan.starts:
@@ -146,7 +146,7 @@ class Canvas:
 
     def retry(self, cid: str):
         """The component's RetryPolicy (`max_retries`, `delay_after_error`), or None."""
-        from nodes.errors import retry_policy_for
+        from canvas2graph.nodes.errors import retry_policy_for
         self._known(cid)
         return retry_policy_for(self.wiring.plan.nodes[cid])
 
@@ -218,24 +218,25 @@ def main(canvas: Canvas, builder: StateGraph, argv: list[str] | None = None) -> 
     (--query, --inputs, --session, --db, --llm-script, --format jsonl, ...), events and exit status."""
     import argparse
 
-    from runtime import cli
+    from canvas2graph import cli
+    from canvas2graph.cli.parser import add_run_options
 
-    cli._printable_streams()
+    cli.printable_streams()
     script = Path(sys.argv[0]).name or "agent.py"
     parser = argparse.ArgumentParser(prog=f"python {script}",
                                      description=f"Run one turn of {canvas.title or 'this agent'} and print "
                                                  "RAGFlow's events, as `canvas2graph run` does.")
-    cli.add_run_options(parser)
+    add_run_options(parser)
     args = parser.parse_args(argv)
     args.file, args.func, args.ejected = script, "canvas2graph.eject:_run", (canvas, builder)
     try:
-        return cli._main(args)
+        return cli.dispatch(args)
     except BrokenPipeError:
-        return cli._quiet_broken_pipe()
+        return cli.quiet_broken_pipe()
 
 
 def _run(args) -> int:
-    from runtime.cli import run_compiled
+    from canvas2graph.cli.run import run_compiled
     canvas, builder = args.ejected
     if args.default_llm and args.default_llm != canvas.effective_default_llm():
         # the module built its graph when it was loaded, with every llm_id set (or it would not have built)

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Literal
-
-if TYPE_CHECKING:
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
+from typing import Any, Iterable, Literal, Mapping, Protocol
 
 Severity = Literal["error", "warning"]
 # A lone UTF-16 surrogate: valid in JSON text ("\ud800") and in a Python str, encodable by nothing.
@@ -85,6 +81,24 @@ class NodeConfigError(Exception):
 
 
 # --- run time ------------------------------------------------------------------------------
+class ChatModels(Protocol):
+    """What nodes ask of a run's models (`canvas2graph.runtime.services.models.ModelFactory` is one)."""
+
+    def chat_model(self, llm_id: str, *, component_id: str | None = None,
+                   gen_conf: Mapping[str, Any] | None = None) -> Any:
+        """The LangChain chat model of `llm_id` (a `BaseChatModel`), configured for one component."""
+
+
+class ScriptedResults(Protocol):
+    """What nodes ask of a run's script besides models (`canvas2graph.runtime.services.scripted.Script` is one)."""
+
+    retrieval: Any      # scripted chunks by dataset, or None to retrieve for real
+
+    def next_tool_result(self, *, component_name: str, function_name: str | None = None,
+                         component_id: str | None = None) -> dict | None:
+        """The next scripted result of a tool call, or None to run the tool for real."""
+
+
 @dataclass
 class RunContext:
     """What a run hands every node besides the state: models, the script, and services.
@@ -92,28 +106,28 @@ class RunContext:
     It travels as LangGraph's run `context` (the graph's `context_schema`), so one compiled graph
     serves any configuration: `graph.ainvoke(request, config, context=RunContext(...))`.
 
-    - `models`: a `runtime.models.ModelFactory` (chat models by `llm_id`);
-    - `script`: a `runtime.scripted.Script` (or its JSON): every model answers from it (offline runs, tests);
+    - `models`: a `canvas2graph.runtime.services.models.ModelFactory` (chat models by `llm_id`);
+    - `script`: a `canvas2graph.runtime.services.scripted.Script` (or its JSON): every model answers from it (offline runs, tests);
     - `services`: what components reach besides models: `"retrieval"` (a backend), `"mcp"` (the MCP
-      servers), `"code"` (CodeExec's policy, a `runtime.sandbox.CodePolicy` or a dict of its fields),
+      servers), `"code"` (CodeExec's policy, a `canvas2graph.runtime.services.sandbox.CodePolicy` or a dict of its fields),
       `"allow_private"` (hosts Invoke, ExeSQL and Crawler may reach).
 
     Whatever is left out comes from the environment, as `canvas2graph serve` reads it
-    (`runtime.environment`): no context at all, as under `langgraph dev`, means all of it. With a
+    (`canvas2graph.runtime.services.environment`): no context at all, as under `langgraph dev`, means all of it. With a
     script, `models` answer from it.
     """
 
-    models: "ModelFactory | None" = None
-    script: "Script | None" = None
+    models: ChatModels | None = None
+    script: ScriptedResults | None = None
     session_id: str = ""
     services: dict[str, Any] = field(default_factory=dict)
     cancel_requested: bool = False      # set by Runner.cancel(); nodes check it before they start
     # a fork's edits, component id -> {"inputs": {ref: value}} or {"outputs": {...}}: the component's next
-    # step in this run takes them (runtime/trace.py)
+    # step in this run takes them (runtime/run/steps.py)
     overrides: dict[str, Any] = field(default_factory=dict)
     # one future per pending generation (its producer and that run's `_created_time`) that a reader started:
     # a Message streaming it and a component reading it in the same step share one model call
-    # (nodes.base.shared_generation)
+    # (canvas2graph.nodes.base.shared_generation)
     generations: dict[Any, Any] = field(default_factory=dict)
 
     @property

@@ -10,20 +10,20 @@
   leaves (also a `Command`); body sinks return to the start item (the cycle);
 - `exception_method` becomes a node error handler, `max_retries` a RetryPolicy, and every node gets
   the component timeout (enforced by `Node.__call__`, bound here);
-- Begin's step also starts the turn (`runtime.turn.start_turn`): it reads the request from the input
+- Begin's step also starts the turn (`canvas2graph.runtime.graph.turn.start_turn`): it reads the request from the input
   channels (`CanvasInput`) and what the previous turn left, so `graph.invoke({"query": ...}, config)`
   on a thread continues its conversation. In Begin's step rather than in a node of its own: a step
   costs a checkpoint, and the canvas keeps its shape (START -> begin);
-- the end of the turn records the assistant turn (`runtime.turn.finish_turn`). When no component
+- the end of the turn records the assistant turn (`canvas2graph.runtime.graph.turn.finish_turn`). When no component
   can start more than one other (no fan-out, the usual canvas), one component at a time runs, so the
   one that leads to the end records it in its own step (`finish_after`). Otherwise everything that
   ends the turn leads to a finish node, deferred so it waits for the branches still running; a join
   released in the same step runs beside it and then triggers it again, so `finish_turn` lets a later
   run replace the answer and the EventAdapter sends one `workflow_finished`, at the end of the stream;
-- every node is async, with a synchronous twin (`runtime.bridge`) for LangGraph's `invoke`/`stream`.
+- every node is async, with a synchronous twin (`canvas2graph.runtime.graph.bridge`) for LangGraph's `invoke`/`stream`.
 
 `Wiring` is the per-node part (a node's step, its options, its router): an ejected canvas
-(`compiler.eject`, `canvas2graph.eject`) builds its nodes from it too, wired by its own code.
+(`canvas2graph.compiler.python_writer`, `canvas2graph.eject`) builds its nodes from it too, wired by its own code.
 """
 from __future__ import annotations
 
@@ -36,14 +36,14 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from compiler.fusion import fused_chains, fused_step
-from compiler.parallel import hidden, parallel_iterations
-from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
-from nodes.errors import error_handler_for, retry_policy_for
-from runtime.bridge import sync_twin
-from runtime.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema, combine_updates,
-                           merge_outputs, merge_reference, overwrite, with_update)
-from runtime.turn import finish_after, finish_turn, start_turn
+from canvas2graph.compiler.fusion import fused_chains, fused_step
+from canvas2graph.compiler.parallel import hidden, parallel_iterations
+from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
+from canvas2graph.nodes.errors import error_handler_for, retry_policy_for
+from canvas2graph.runtime.graph.bridge import sync_twin
+from canvas2graph.runtime.graph.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
+                           combine_updates, merge_outputs, merge_reference, overwrite, with_update)
+from canvas2graph.runtime.graph.turn import finish_after, finish_turn, start_turn
 
 FINISH = "__canvas_finish__"
 DEFAULT_TIMEOUT_S = 600.0
@@ -221,9 +221,9 @@ class Wiring:
 def add_components(graph: StateGraph, wiring: Wiring, ids: list[str], *, names: dict[str, str],
                    first: str | None = None) -> None:
     """The nodes of the components `ids` (in order), named by `names`. An Iteration that runs items at once
-    becomes its three nodes (`compiler.parallel`) and its body is left out: it runs in the item graph.
+    becomes its three nodes (`canvas2graph.compiler.parallel`) and its body is left out: it runs in the item graph.
     `first` is the node an item graph starts at, which waits for nothing."""
-    from compiler.parallel import add_parallel_iteration, hidden, parallel_iterations
+    from canvas2graph.compiler.parallel import add_parallel_iteration, hidden, parallel_iterations
 
     plan, inline = wiring.plan, wiring.inline
     parallel = {cid: n for cid, n in parallel_iterations(plan).items() if cid in ids}
@@ -253,7 +253,7 @@ def add_components(graph: StateGraph, wiring: Wiring, ids: list[str], *, names: 
 
 
 def add_fused(graph: StateGraph, wiring: Wiring, chain: list[str], *, names: dict[str, str]) -> None:
-    """A chain of pure components as one node, named after its first (`compiler.fusion`)."""
+    """A chain of pure components as one node, named after its first (`canvas2graph.compiler.fusion`)."""
     plan, first, last = wiring.plan, chain[0], chain[-1]
     nodes = [plan.nodes[c] for c in chain]
     call = partial(fused_step, nodes, wiring.call(last), timeout=wiring.timeout)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canvas2graph.types import CompileError, Diagnostic
-from compiler.diagnostics import Collector
-from compiler.fusion import enabled as fusion_enabled
-from compiler.load import load_dsl
-from compiler.plan import Plan, make_plan
+from canvas2graph.compiler.dsl.diagnostics import Collector
+from canvas2graph.compiler.fusion import enabled as fusion_enabled
+from canvas2graph.compiler.dsl.load import load_dsl
+from canvas2graph.compiler.plan import Plan, make_plan
 
 
 @dataclass
@@ -28,7 +28,7 @@ class CompiledCanvas:
     digest: str
     _graphs: dict[int, Any] = field(default_factory=dict)
     # a StateGraph wired elsewhere (an ejected canvas's module, `canvas2graph.eject`) to run instead of
-    # the one `compiler.build` derives from the plan
+    # the one `canvas2graph.compiler.build` derives from the plan
     wired: Any = None
     kind: str = "agent"        # or "pipeline": RAGFlow's ingestion pipeline (compiler/pipeline.py)
 
@@ -61,16 +61,16 @@ class CompiledCanvas:
         """Iterations that run items at once (id -> max_concurrency): their items run in item graphs,
         whose steps reach the event stream only when it streams subgraphs (compiler/parallel.py)."""
         if "_parallel" not in self.__dict__:
-            from compiler.parallel import parallel_iterations
+            from canvas2graph.compiler.parallel import parallel_iterations
             self.__dict__["_parallel"] = parallel_iterations(self.plan) if self.kind == "agent" else {}
         return self.__dict__["_parallel"]
 
     @property
     def fused(self) -> dict[str, list[str]]:
-        """Node name -> the component ids it runs, for every chain the builder fused (`compiler.fusion`);
+        """Node name -> the component ids it runs, for every chain the builder fused (`canvas2graph.compiler.fusion`);
         none for a graph wired elsewhere (an ejected module has a node per component)."""
         if "_fused" not in self.__dict__:
-            from compiler.fusion import fused_chains
+            from canvas2graph.compiler.fusion import fused_chains
             chains = {} if self.wired is not None or self.kind != "agent" else fused_chains(self.plan)
             self.__dict__["_fused"] = {self.plan.node_names[first]: chain for first, chain in chains.items()}
         return self.__dict__["_fused"]
@@ -78,10 +78,10 @@ class CompiledCanvas:
     def builder(self):
         """A new LangGraph `StateGraph` for this canvas, to compile with any checkpointer."""
         if self.kind == "pipeline":
-            from compiler.pipeline_build import build_pipeline_graph
+            from canvas2graph.compiler.pipeline_build import build_pipeline_graph
             builder = build_pipeline_graph(self.plan)
         else:
-            from compiler.build import build_graph
+            from canvas2graph.compiler.build import build_graph
             builder = self.wired if self.wired is not None else build_graph(self.plan)
         _CANVAS_OF[builder] = self
         return builder
@@ -116,7 +116,7 @@ def canvas_of(graph: Any) -> CompiledCanvas:
 def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCanvas | None, list[Diagnostic]]:
     """Load, plan and check; return the compiled canvas (None if there are errors) and all diagnostics.
     `default_llm` is the model of components whose `llm_id` is empty."""
-    from compiler.check import check_plan
+    from canvas2graph.compiler.check import check_plan
     repaired: list[Diagnostic] = []
     try:
         dsl = load_dsl(source, default_llm=default_llm, warnings=repaired)
@@ -124,7 +124,7 @@ def diagnose(source: Any, *, default_llm: str | None = None) -> tuple[CompiledCa
         return None, repaired + e.diagnostics
     out = Collector()
     out.items.extend(repaired)
-    from compiler.pipeline import check_pipeline, is_pipeline, plan_pipeline
+    from canvas2graph.compiler.pipeline import check_pipeline, is_pipeline, plan_pipeline
     kind = "pipeline" if is_pipeline(dsl) else "agent"
     if kind == "pipeline":
         plan = plan_pipeline(dsl, out)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from compiler.diagnostics import Collector
-from compiler.parallel import check_parallel
-from compiler.plan import Edge, Plan
+from canvas2graph.compiler.dsl.diagnostics import Collector
+from canvas2graph.compiler.parallel import check_parallel
+from canvas2graph.compiler.plan import Edge, Plan
 
 
 # Outputs every component may carry (SPEC 2.2): timing, and _ERROR when it fails.
@@ -108,7 +108,7 @@ def _successors(plan: Plan, mentioned: bool = False) -> dict[str, list[str]]:
 
 
 def _strings(value) -> list[str]:
-    """Every string in a JSON value (a DSL's values nest at most compiler.load.MAX_DEPTH deep)."""
+    """Every string in a JSON value (a DSL's values nest at most canvas2graph.compiler.dsl.load.MAX_DEPTH deep)."""
     found, stack = [], [value]
     while stack:
         v = stack.pop()

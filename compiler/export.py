@@ -1,12 +1,12 @@
 """Plan -> Mermaid flowchart or JSON, with every branch drawn and labelled.
 
-The pictures (`compiler.picture`, SVG and PNG through Graphviz) read the same plan edges."""
+The pictures (`canvas2graph.compiler.picture`, SVG and PNG through Graphviz) read the same plan edges."""
 from __future__ import annotations
 
 from typing import Any
 
-from compiler.parallel import concurrency
-from compiler.plan import Plan
+from canvas2graph.compiler.parallel import concurrency
+from canvas2graph.compiler.plan import Plan
 
 
 def _label(plan: Plan, cid: str) -> str:

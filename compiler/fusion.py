@@ -9,14 +9,14 @@ compiler runs such a **chain** inside one node, named after the chain's first co
 - each component runs through its own `Node.__call__` (its timeout, its error naming it), on the state as
   the previous components of the chain left it; the node's update is all of their writes;
 - the events stay per component and in RAGFlow's order: the node's task start is the first component's
-  `node_started`; after each component the node writes a custom stream item that `runtime.events` turns into
+  `node_started`; after each component the node writes a custom stream item that `canvas2graph.runtime.run.events` turns into
   that component's `node_finished` and the next one's `node_started`; the task's result is the last
   component's `node_finished`; `last.fused` carries every component's inputs, so the step trace lists each
-  component as a step (`runtime.trace`);
+  component as a step (`canvas2graph.runtime.run.steps`);
 - a Switch can only end a chain (it routes); a chain never crosses a join, a container's boundary, or a
   component with `exception_method` or `max_retries` (their error handler and retry policy are per node).
 
-Only canvases where one component runs at a time (`compiler.build.one_at_a_time`) are fused: with
+Only canvases where one component runs at a time (`canvas2graph.compiler.build.one_at_a_time`) are fused: with
 parallel branches, RAGFlow's batches start and finish every branch's component together, and a fused
 chain would finish its components ahead of the other branches'. Items of a parallel Iteration are not
 fused either. `CANVAS2GRAPH_FUSION=0` turns fusion off (`1`, the default, on); see docs/performance.md
@@ -28,8 +28,8 @@ import os
 from collections import Counter
 from typing import Any
 
-from compiler.plan import Plan
-from runtime.state import GLOBALS, LAST, LOOPS, OUTPUTS, REFERENCE, merge_globals, merge_outputs, merge_reference
+from canvas2graph.compiler.plan import Plan
+from canvas2graph.runtime.graph.state import GLOBALS, LAST, LOOPS, OUTPUTS, REFERENCE, merge_globals, merge_outputs, merge_reference
 
 PURE = frozenset({"StringTransform", "VariableAssigner", "ListOperations", "DataOperations", "VariableAggregator",
                   "Switch"})
@@ -102,11 +102,11 @@ def _view(state: dict, update: dict) -> dict:
 
 
 def fused_chains(plan: Plan) -> dict[str, list[str]]:
-    """The chains `compiler.build` fuses for this plan (none when fusion is off)."""
+    """The chains `canvas2graph.compiler.build` fuses for this plan (none when fusion is off)."""
     if not enabled():
         return {}
-    from compiler.build import one_at_a_time
-    from compiler.parallel import hidden, parallel_iterations
+    from canvas2graph.compiler.build import one_at_a_time
+    from canvas2graph.compiler.parallel import hidden, parallel_iterations
     return chains(plan, inline=one_at_a_time(plan), exclude=hidden(plan, parallel_iterations(plan)))
 
 
@@ -115,7 +115,7 @@ async def fused_step(nodes: list, step, state: dict, runtime, *, timeout: float 
     node step: routing, the end of the turn), reporting each component to the event stream in between."""
     from langgraph.types import Command
 
-    from nodes.base import stream_writer
+    from canvas2graph.nodes.base import stream_writer
     write = stream_writer()
     view, total, inputs = state, {}, {}
     for node, following in zip(nodes, nodes[1:]):
@@ -126,7 +126,7 @@ async def fused_step(nodes: list, step, state: dict, runtime, *, timeout: float 
         view, total = _view(view, update), combine(total, update)
         try:
             thoughts = following.thoughts(view)
-        except Exception:           # thoughts are informative only, as in runtime.events
+        except Exception:           # thoughts are informative only, as in canvas2graph.runtime.run.events
             thoughts = ""
         write({FUSED: "started", "component_id": following.id, "thoughts": thoughts})
     result = await step(view, runtime)

@@ -6,7 +6,7 @@ RAGFlow's Python engine runs an Iteration's items one after another (what canvas
 
 - the Iteration's body (its IterationItem and every component inside it, nested containers included) is
   compiled once into a graph of its own, the **item graph**, with the components' own steps, retry policies,
-  error handlers and timeouts (`compiler.build.Wiring`), entered at the IterationItem and left at the body's
+  error handlers and timeouts (`canvas2graph.compiler.build.Wiring`), entered at the IterationItem and left at the body's
   sinks;
 - the Iteration's step sends the first `max_concurrency` items to the **items node** (`Send`, one task per item,
   all in one superstep: LangGraph runs them at once); each task runs the item graph on a copy of the canvas's
@@ -27,9 +27,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
-from runtime.state import GLOBALS, LOOPS, OUTPUTS, REFERENCE, build_state_schema
-from runtime.turn import finish_after
+from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
+from canvas2graph.runtime.graph.state import GLOBALS, LOOPS, OUTPUTS, REFERENCE, build_state_schema
+from canvas2graph.runtime.graph.turn import finish_after
 
 # LangGraph is imported where it is used: exports and `canvas2graph compile` read `concurrency` without it
 
@@ -38,7 +38,7 @@ COLLECT_PREFIX = "__collect__"
 DURABILITY_KEY = "__pregel_durability"   # where LangGraph 1.2 passes a run's durability on to subgraphs
 ITEM_KEY = "#"                       # LOOPS[iteration]["#3"]: what item 3 collected
 ITEM_ONLY = "item_only"              # LOOPS[iteration][ITEM_ONLY]: an item graph's pass, which collects nothing
-# the channels an item reads: the components' view of the state (runtime.state.build_state_schema)
+# the channels an item reads: the components' view of the state (canvas2graph.runtime.graph.state.build_state_schema)
 ITEM_CHANNELS = (OUTPUTS, LOOPS, GLOBALS, "history", "request", "last", REFERENCE)
 
 
@@ -133,7 +133,7 @@ async def _enter(node, state: dict, runtime, *, timeout: float | None, items: st
     """The Iteration's step: resolve the items (the component's own run) and send the first wave."""
     from langgraph.types import Command
 
-    from runtime.values import resolve
+    from canvas2graph.runtime.graph.values import resolve
     update = await type(node).__call__(node, state, runtime, timeout=timeout)
     count = len(resolve(state, node.items_ref))          # the component's run has checked it is a list
     first = min(limit, count)
@@ -156,7 +156,7 @@ async def _item(body, spec: dict, arg: dict, runtime) -> Any:
     from langgraph.config import get_config
     from langgraph.types import Command
 
-    from runtime.values import resolve
+    from canvas2graph.runtime.graph.values import resolve
     container = spec["container"]
     index = arg[LOOPS][container]["idx"]
     final = await body.ainvoke(arg, _item_config(get_config()), context=runtime.context)
@@ -201,7 +201,7 @@ async def _collect(state: dict, *, spec: dict) -> Any:
 # --- build time --------------------------------------------------------------------------------------
 def add_parallel_iteration(graph, wiring, cid: str, limit: int) -> None:
     """The Iteration `cid` as three nodes of `graph`: its own step, the items node and the collect node."""
-    from compiler.build import _destinations, _dual
+    from canvas2graph.compiler.build import _destinations, _dual
 
     plan, names = wiring.plan, wiring.names
     node = plan.nodes[cid]
@@ -230,7 +230,7 @@ def build_item_graph(plan: Plan, container: str):
     from langgraph.graph import END, START, StateGraph
 
     from canvas2graph.types import RunContext
-    from compiler.build import Wiring, add_components
+    from canvas2graph.compiler.build import Wiring, add_components
 
     start = plan.starts[container]
     inside = members(plan, container)

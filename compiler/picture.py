@@ -1,6 +1,6 @@
 """Plan -> a picture of the compiled graph (SVG or PNG), laid out by Graphviz, with no web service.
 
-The drawing reads the same plan edges as the Mermaid and JSON exports (`compiler.export`), so every
+The drawing reads the same plan edges as the Mermaid and JSON exports (`canvas2graph.compiler.export`), so every
 export shows the same graph:
 - one box per component: its display name and its type (the LangGraph node name is the box's id,
   the component id its tooltip);
@@ -22,8 +22,8 @@ from typing import Any
 import graphviz
 
 from canvas2graph.types import UsageError
-from compiler.parallel import concurrency
-from compiler.plan import FINISH, Plan
+from canvas2graph.compiler.parallel import concurrency
+from canvas2graph.compiler.plan import FINISH, Plan
 
 FORMATS = ("svg", "png")
 CONTENT_TYPES = {"svg": "image/svg+xml", "png": "image/png", "dot": "text/vnd.graphviz"}

@@ -2,16 +2,17 @@
 
 A pipeline is RAGFlow's other canvas: File -> Parser -> TokenChunker or TitleChunker -> Extractor ->
 Tokenizer, run once per file. It shares the agent canvas's DSL, loader and reference syntax, so it goes
-through `compiler.load` and the same diagnostics, and its plan is the agent's `Plan` (so Mermaid, JSON
+through `canvas2graph.compiler.dsl.load` and the same diagnostics, and its plan is the agent's `Plan` (so Mermaid, JSON
 and pictures export it as they export agents). What differs is checked here: its components come from
 the pipeline registry, it starts at a File, and each component leads to at most one other (RAGFlow's
 Pipeline walks one path, feeding each component the outputs of the one before).
 """
 from __future__ import annotations
 
-from compiler.diagnostics import Collector
-from compiler.model import CanvasDSL
-from compiler.plan import FINISH, Edge, Plan, CanvasInfo, _params_for, _reason, node_name
+from canvas2graph.compiler.dsl.diagnostics import Collector
+from canvas2graph.compiler.dsl.model import CanvasDSL
+from canvas2graph.compiler.dsl.model import CanvasInfo
+from canvas2graph.compiler.plan import FINISH, Edge, Plan, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
 NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation, driven by compilation template groups "
@@ -26,7 +27,7 @@ def is_pipeline(dsl: CanvasDSL) -> bool:
 
 
 def plan_pipeline(dsl: CanvasDSL, out: Collector) -> Plan:
-    from nodes.registry import lookup, lookup_pipeline
+    from canvas2graph.nodes.registry import lookup, lookup_pipeline
     info = CanvasInfo(dsl.components)
     nodes, specs = {}, {}
     for cid, entry in dsl.components.items():

@@ -14,8 +14,8 @@ import operator
 import time
 from typing import Annotated, Any, TypedDict
 
-from compiler.pipeline import pipeline_order
-from compiler.plan import Plan
+from canvas2graph.compiler.pipeline import pipeline_order
+from canvas2graph.compiler.plan import Plan
 
 
 def _merge(left: dict | None, right: dict | None) -> dict:
@@ -45,8 +45,8 @@ class Step:
 
     async def __call__(self, state: dict[str, Any], runtime) -> dict[str, Any]:
         from langgraph.config import get_stream_writer
-        from nodes.pipeline.base import Job
-        from runtime.environment import resolve_context
+        from canvas2graph.nodes.pipeline.base import Job
+        from canvas2graph.runtime.services.environment import resolve_context
         ctx = runtime.context
         if ctx is None or ctx.models is None:
             ctx = resolve_context(runtime, None)

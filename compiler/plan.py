@@ -12,42 +12,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from canvas2graph.types import NodeConfigError
-from compiler.diagnostics import Collector
-from compiler.model import CanvasDSL, ComponentEntry
-from nodes.registry import KNOWN_ELSEWHERE, NO_ENGINE_CLASS, ComponentSpec, lookup
-
-
-@dataclass
-class CanvasInfo:
-    """What nodes may ask about the rest of the canvas while they prepare."""
-
-    entries: dict[str, ComponentEntry]
-    nodes: dict[str, Any] = field(default_factory=dict)     # filled once every component is built
-    _items: dict[str, str] | None = None                    # Iteration id -> its IterationItem, built once
-
-    def type_of(self, cid: str) -> str | None:
-        e = self.entries.get(cid)
-        return e.component_name if e else None
-
-    def display_name(self, cid: str) -> str:
-        e = self.entries.get(cid)
-        return e.display_name if e else ""
-
-    def iteration_item_for(self, cid: str) -> str | None:
-        """The IterationItem of the nearest Iteration around `cid`, which defines {item} and {index}."""
-        if self._items is None:
-            self._items = {}
-            for c, e in self.entries.items():
-                if e.component_name == "IterationItem" and e.parent_id:
-                    self._items.setdefault(e.parent_id, c)
-        seen: set[str] = set()        # compiler.load refuses parent cycles; this only keeps the walk finite
-        parent = self.entries[cid].parent_id if cid in self.entries else None
-        while parent and parent in self.entries and parent not in seen:
-            if self.entries[parent].component_name == "Iteration":
-                return self._items.get(parent)
-            seen.add(parent)
-            parent = self.entries[parent].parent_id
-        return None
+from canvas2graph.compiler.dsl.diagnostics import Collector
+from canvas2graph.compiler.dsl.model import CanvasDSL, CanvasInfo, ComponentEntry
+from canvas2graph.nodes.registry import KNOWN_ELSEWHERE, NO_ENGINE_CLASS, ComponentSpec, lookup
 
 
 FINISH = "__finish__"     # pseudo-target: the end of the turn
@@ -265,7 +232,7 @@ def _spec_for(entry: ComponentEntry, out: Collector) -> ComponentSpec | None:
 
 def did_you_mean(name: str) -> str:
     """"; did you mean 'Categorize'?" for a misspelt component name, or ""."""
-    from nodes.registry import REGISTRY
+    from canvas2graph.nodes.registry import REGISTRY
     lookup(name)              # loads the component families, which fill the registry
     known = sorted(set(REGISTRY) | KNOWN_ELSEWHERE)
     by_case = {k.lower(): k for k in known}

@@ -15,22 +15,23 @@ from typing import Any, AsyncIterator
 
 from pydantic import Field, ValidationError
 
-from compiler.model import ComponentEntry
+from canvas2graph.compiler.dsl.model import ComponentEntry
 from canvas2graph.types import NodeConfigError
-from nodes.base import Node, Result
-from nodes.errors import classify
-from nodes.llm import (LLM, AnswerText, LLMParams, check_last_message, merge_think_blocks,
+from canvas2graph.nodes.base import Node, Result
+from canvas2graph.nodes.errors import classify
+from canvas2graph.nodes.llm import (LLM, AnswerText, LLMParams, check_last_message, merge_think_blocks,
                        parse_json_answer, report_usage, stream_pieces, text_of, to_langchain)
-from nodes.prompts import citation_pass, citation_rules, force_json, full_question
-from nodes.registry import KNOWN_ELSEWHERE, lookup, register
-from runtime import calls, model_calls
-from runtime.models import ModelConfigError
-from nodes.tool import Tool, as_text, formalize
-from nodes.tools.code_exec import artifact_markdown
-from nodes.mcp_tools import build_mcp_tools, call_mcp_tool, is_mcp_tool, mcp_sessions
-from runtime.state import REFERENCE, merge_reference
-from runtime.tracing import tool_run
-from runtime.values import PENDING, ref_values
+from canvas2graph.nodes.prompts import citation_pass, citation_rules, force_json, full_question
+from canvas2graph.nodes.registry import KNOWN_ELSEWHERE, lookup, register
+from canvas2graph.runtime.graph import calls
+from canvas2graph.runtime.services import model_calls
+from canvas2graph.runtime.services.models import ModelConfigError
+from canvas2graph.nodes.tool import Tool, as_text, formalize
+from canvas2graph.nodes.tools.code_exec import artifact_markdown
+from canvas2graph.nodes.mcp_tools import build_mcp_tools, call_mcp_tool, is_mcp_tool, mcp_sessions
+from canvas2graph.runtime.graph.state import REFERENCE, merge_reference
+from canvas2graph.runtime.services.observability import tool_run
+from canvas2graph.runtime.graph.values import PENDING, ref_values
 
 
 class AgentParams(LLMParams):
@@ -305,7 +306,7 @@ class Agent(LLM):
                     else [{"role": "user", "content": prompt}])
         sink: dict[str, Any] = {}
         if not self.tools:
-            from nodes.llm import complete
+            from canvas2graph.nodes.llm import complete
             return await complete(self.params.llm_id, self.id, messages, ctx, self.params.gen_conf())
         async for _ in self.rounds(messages, ctx, sink, state, stream=False):
             pass

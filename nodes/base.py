@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
-from compiler.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
-from runtime import calls
-from runtime.state import (LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_inputs,
+from canvas2graph.compiler.dsl.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
+from canvas2graph.runtime.graph import calls
+from canvas2graph.runtime.graph.state import (LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_inputs,
                            with_outputs)
-from runtime.values import PENDING, is_pending, unstorable
+from canvas2graph.runtime.graph.values import PENDING, is_pending, unstorable
 
 if TYPE_CHECKING:
-    from compiler.model import ComponentEntry
-    from compiler.plan import CanvasInfo
+    from canvas2graph.compiler.dsl.model import ComponentEntry
+    from canvas2graph.compiler.dsl.model import CanvasInfo
     from canvas2graph.types import RunContext
 
 
@@ -127,11 +127,11 @@ class Node:
         """
         ctx = runtime.context
         if ctx is None or ctx.models is None:   # no context (LangGraph Server) or a partial one: the environment's
-            from runtime.environment import resolve_context
+            from canvas2graph.runtime.services.environment import resolve_context
             ctx = resolve_context(runtime, getattr(self.canvas, "entries", None))
         if ctx.cancel_requested:
             raise TurnCancelled(self.id)          # stop at the node boundary
-        # a fork's edit of this component (runtime/trace.py): the outputs to take, or inputs to run with
+        # a fork's edit of this component (runtime/run/steps.py): the outputs to take, or inputs to run with
         override = ctx.overrides.pop(self.id, None) if ctx.overrides else None
         created = time.perf_counter()
         deadline = None
@@ -170,7 +170,7 @@ class Node:
         # `last` names the component for the end of the turn and carries the inputs node_finished
         # reports, riding on a write every node makes anyway
         last = {"component_id": self.id, "inputs": result.inputs}
-        if record:              # what the step asked of models and tools, for its trace (runtime/calls.py)
+        if record:              # what the step asked of models and tools, for its trace (runtime/graph/calls.py)
             last["calls"] = record
         if result.answer is not None:
             last["answer"] = result.answer
@@ -188,7 +188,7 @@ def stream_writer():
     # imported here, not at the top: `canvas2graph compile` loads every component without LangGraph
     from langgraph.config import get_config, get_stream_writer
 
-    from runtime.event_order import TASK_KEY
+    from canvas2graph.runtime.graph.event_order import TASK_KEY
     try:
         write = get_stream_writer()
         task = (get_config().get("metadata") or {}).get("langgraph_node")
@@ -199,7 +199,7 @@ def stream_writer():
 
     def tagged(item: Any) -> None:
         # a message names the graph node that wrote it: the event adapter shows it at that node's place
-        # in RAGFlow's path order (runtime/event_order.py), not when LangGraph happens to run it
+        # in RAGFlow's path order (runtime/graph/event_order.py), not when LangGraph happens to run it
         if isinstance(item, dict) and item.get("event") in ("message", "message_end"):
             item = {**item, TASK_KEY: task}
         write(item)
@@ -273,7 +273,7 @@ async def settle_pending(node: Node, refs, state, ctx):
             if not mine:
                 text = await asyncio.shield(future)
             else:
-                from nodes.llm import complete
+                from canvas2graph.nodes.llm import complete
                 try:
                     text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx,
                                           value.get("gen_conf"))
@@ -294,7 +294,7 @@ async def drain_pending(producer: Node, pending: Mapping[str, Any], ctx, state, 
     """Run a pending generation to its end without showing it: (the producer's content, the references its
     tools found). A failure is the producer's, as when a Message streams it; with `exception_method:
     comment` its default is the content."""
-    from nodes.llm import AnswerText
+    from canvas2graph.nodes.llm import AnswerText
     sink: dict[str, Any] = {}
     answer = AnswerText()
     try:

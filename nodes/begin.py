@@ -7,11 +7,11 @@ from typing import Any, Mapping
 
 from pydantic import field_validator
 
-from nodes.base import Node, Params, Result
-from nodes.registry import register
-from runtime.files import CONTENT, FileStoreError, is_file_entry, store_for
-from runtime.state import GLOBALS, REQUEST, combine_updates, with_update
-from runtime.turn import resume_update
+from canvas2graph.nodes.base import Node, Params, Result
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.services.files import CONTENT, FileStoreError, is_file_entry, store_for
+from canvas2graph.runtime.graph.state import GLOBALS, REQUEST, combine_updates, with_update
+from canvas2graph.runtime.graph.turn import resume_update
 
 
 class BeginParams(Params):
@@ -54,7 +54,7 @@ def field_value(value: Any, declared: Mapping[str, Any] | None = None) -> Any:
     return value
 
 
-# The request input that carries a webhook call to a Webhook-mode Begin (runtime/webhook.py builds it):
+# The request input that carries a webhook call to a Webhook-mode Begin (server/backend/webhook.py builds it):
 # {"query": {...}, "headers": {...}, "body": {...}, "input": <the whole request>}. A name no form field takes.
 WEBHOOK_INPUT = "__webhook__"
 
@@ -96,9 +96,9 @@ def _unread(value: Any) -> bool:
 
 async def read_files(values: dict[str, Any], files: dict[str, bool], ctx, component_id: str | None) -> dict[str, Any]:
     """`values` with each file field (`files`: the keys that are) as RAGFlow hands it on: a list of the
-    uploaded files, each entry with its `content` (runtime.file_text), read from the run's file store
+    uploaded files, each entry with its `content` (canvas2graph.runtime.services.file_text), read from the run's file store
     on behalf of the run's tenant. An empty optional field stays None."""
-    from runtime.file_text import with_contents
+    from canvas2graph.runtime.services.file_text import with_contents
     extras = getattr(ctx, "extras", None) or {}
     out = dict(values)
     for key in files:

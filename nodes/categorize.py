@@ -10,12 +10,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
-from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
-from nodes.llm import chosen_model, complete
-from nodes.registry import register
-from runtime.state import HISTORY
-from runtime.turn import history_messages
-from runtime.values import as_json_text, resolve
+from canvas2graph.nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
+from canvas2graph.nodes.llm import chosen_model, complete
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import HISTORY
+from canvas2graph.runtime.graph.turn import history_messages
+from canvas2graph.runtime.graph.values import as_json_text, resolve
 
 
 class CategorizeParams(Params):

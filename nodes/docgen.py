@@ -1,7 +1,7 @@
 """DocGenerator: Markdown content (with references) to a PDF, DOCX, TXT, Markdown or HTML file (SPEC 3.16).
 
 The content's `{component@output}` and `{sys.x}` references are filled in (an LLM's pending answer is
-generated first; a reasoning model's <think> blocks are dropped), then `nodes.documents` writes the
+generated first; a reasoning model's <think> blocks are dropped), then `canvas2graph.nodes.documents` writes the
 file with the layout params: `header_text`, `footer_text`, `watermark_text`, `add_page_numbers`,
 `add_timestamp` and `font_size` (at least 12; headings 6, 4 and 2 points larger). The file is kept as
 CodeExec's artifacts are (the run's code policy says where; `serve` links and serves them at
@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from nodes.base import Node, Params, Result, settle_pending
-from nodes.documents import FORMATS, Layout, render, strip_thinking
-from nodes.downloads import shown_text
-from nodes.registry import register
-from nodes.tools._web import one_of
-from runtime.values import ReferenceError_, resolve
+from canvas2graph.nodes.base import Node, Params, Result, settle_pending
+from canvas2graph.nodes.documents import FORMATS, Layout, render, strip_thinking
+from canvas2graph.nodes.downloads import shown_text
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tools._web import one_of
+from canvas2graph.runtime.graph.values import ReferenceError_, resolve
 
 _UNSAFE = re.compile(r'[\\/\x00-\x1f?#%*:|<>"]')
 
@@ -96,7 +96,7 @@ class DocGenerator(Node):
             raise RuntimeError(f"Document generation failed: {p.output_format.upper()} generation failed: {e}") from e
         if not data:
             raise RuntimeError("Document generation failed: the document is empty (the content resolved to nothing)")
-        from runtime.sandbox import CodePolicy, store_document
+        from canvas2graph.runtime.services.sandbox import CodePolicy, store_document
         extras = getattr(ctx, "extras", None) or {}
         stored = store_document(filename, data, mime_type, CodePolicy.resolve(extras.get("code")), extras.get("tenant"))
         doc_id = stored["url"].rstrip("/").rsplit("/", 1)[-1].split(".")[0]

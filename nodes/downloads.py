@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runtime.values import as_json_text
+from canvas2graph.runtime.graph.values import as_json_text
 
 INCLUDE_FLAG = "include_download_info_in_content"
 

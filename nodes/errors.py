@@ -9,7 +9,7 @@
 - `max_retries` / `delay_after_error` -> a RetryPolicy that retries what RAGFlow's model layer
   retries: rate limits, server errors, timeouts and lost connections, not bad requests or bugs.
   A streamed generation runs inside the Message that shows it, so the LLM's settings are applied
-  there by `nodes.llm.stream_generation`, with the same backoff (`retry_interval`).
+  there by `canvas2graph.nodes.llm.stream_generation`, with the same backoff (`retry_interval`).
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every c
     from langgraph.errors import NodeError
     from langgraph.types import Command, RetryPolicy
 
-from nodes.base import ComponentError
-from runtime.state import LAST, OUTPUTS
+from canvas2graph.nodes.base import ComponentError
+from canvas2graph.runtime.graph.state import LAST, OUTPUTS
 
 # Components whose failure default goes into `content` (they handle their own **ERROR** answers);
 # every other one, Categorize included, gets it in `result` (RAGFlow's ComponentBase.set_exception_default_value)
@@ -159,7 +159,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         return None
     from langgraph.types import Command
 
-    from runtime.turn import finish_after
+    from canvas2graph.runtime.graph.turn import finish_after
     finish = names["__finish__"]             # the graph node the plan's end of the turn maps to
     goto = [names[t] for t in node.error_targets() if t in names]
     default = node.params.exception_default_value
@@ -177,7 +177,7 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
             # and its declared outputs empty, and the canvas shows the default as a message
             outputs = {**{k: None for k in node.declared}, **outputs}
             if default:
-                from nodes.base import stream_writer
+                from canvas2graph.nodes.base import stream_writer
                 write = stream_writer()
                 write({"event": "message", "content": str(default)})
                 write({"event": "message_end"})

@@ -1,7 +1,7 @@
 """ExcelProcessor: read, merge, transform and write spreadsheets (SPEC 3.16).
 
 `input_files` lists references to uploaded files (a Begin or UserFillUp file field, `sys.files`);
-each resolves to file entries that the run's file store turns into bytes (`runtime.files`).
+each resolves to file entries that the run's file store turns into bytes (`canvas2graph.runtime.services.files`).
 Workbooks are read with pandas: `.csv` as one sheet, `.xlsx` with openpyxl and `.xls` with xlrd,
 keeping the sheets `sheet_selection` names (`all`, `first` or a comma-separated list).
 
@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from compiler.refs import Ref, parse_ref
-from nodes.base import Node, NodeConfigError, Params, Result, settle_pending
-from nodes.registry import register
-from nodes.tools._web import one_of
-from runtime.files import FileStoreError, LoadedFile, load_files, store_for
-from runtime.values import ReferenceError_, resolve
+from canvas2graph.compiler.dsl.refs import Ref, parse_ref
+from canvas2graph.nodes.base import Node, NodeConfigError, Params, Result, settle_pending
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tools._web import one_of
+from canvas2graph.runtime.services.files import FileStoreError, LoadedFile, load_files, store_for
+from canvas2graph.runtime.graph.values import ReferenceError_, resolve
 
 OPERATIONS = ("read", "merge", "transform", "output")
 THOUGHTS = {"read": "Reading Excel files...", "merge": "Merging Excel data...", "transform": "Transforming data...",
@@ -157,7 +157,7 @@ class ExcelProcessor(Node):
 
     def _output(self, data: Any, ctx) -> dict[str, Any]:
         import pandas as pd
-        from runtime.sandbox import CodePolicy, store_document
+        from canvas2graph.runtime.services.sandbox import CodePolicy, store_document
         if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
             frames = {str(k): pd.DataFrame(v) for k, v in data.items()}
         elif isinstance(data, dict):

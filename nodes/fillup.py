@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodes.base import Node, Result, settle_pending
-from nodes.begin import BeginParams, ask, field_value, is_file_field, missing_fields, read_files  # noqa: F401 (missing_fields: the Runner's)
-from nodes.registry import register
-from runtime.values import render
+from canvas2graph.nodes.base import Node, Result, settle_pending
+from canvas2graph.nodes.begin import BeginParams, ask, field_value, is_file_field, missing_fields, read_files  # noqa: F401 (missing_fields: the Runner's)
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.values import render
 
 
 class UserFillUpParams(BeginParams):

@@ -15,7 +15,7 @@ As in RAGFlow:
 - A request that times out or cannot connect is tried `max_retries + 1` times, `delay_after_error`
   seconds apart; the last failure is the component's `_ERROR`.
 
-The host guard (`runtime.netguard`): only http and https, the host resolved once and refused when any
+The host guard (`canvas2graph.runtime.services.netguard`): only http and https, the host resolved once and refused when any
 address is private, loopback, link-local or otherwise non-public, the connection made to the address
 checked (the Host header and TLS name stay the host's), and redirects are not followed (a 3xx
 response is the result). A proxy's host is checked and pinned the same way, and the target host is
@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.refs import Ref, Template, parse_ref
-from nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
-from nodes.registry import register
-from nodes.tools._web import USER_AGENT, where
-from runtime.netguard import HostGuard
-from runtime.values import as_python_text, render, resolve
+from canvas2graph.compiler.dsl.refs import Ref, Template, parse_ref
+from canvas2graph.nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tools._web import USER_AGENT, where
+from canvas2graph.runtime.services.netguard import HostGuard
+from canvas2graph.runtime.graph.values import as_python_text, render, resolve
 
 HEADER_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_.@-]*)\}")
 MAX_BYTES = 10_000_000

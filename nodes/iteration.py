@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import Field
 
-from compiler.refs import Ref, parse_ref
-from nodes.base import Node, Params, Result, require_ref, settle_pending
-from nodes.registry import register
-from runtime.state import LOOPS, channel, outputs_of
-from runtime.values import resolve
+from canvas2graph.compiler.dsl.refs import Ref, parse_ref
+from canvas2graph.nodes.base import Node, Params, Result, require_ref, settle_pending
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import LOOPS, channel, outputs_of
+from canvas2graph.runtime.graph.values import resolve
 
 DEFAULT_MAX_ITEMS = 10_000
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from jinja2.sandbox import SandboxedEnvironment
 
-from runtime.values import max_output_chars
+from canvas2graph.runtime.graph.values import max_output_chars
 
 DEFAULT_SECONDS = 5.0
 MAX_EXPONENT = 1000              # 10 ** 10 ** 6 is a million-digit integer: seconds of CPU for nothing

@@ -15,16 +15,17 @@ if TYPE_CHECKING:   # imported where used: `canvas2graph compile` loads every co
 import json_repair
 from pydantic import Field, field_validator
 
-from compiler.refs import Template
-from nodes.base import Node, Params, Result, require_ref, stream_writer
-from nodes.registry import register
-from nodes.errors import classify, pause_before_retry
-from runtime import calls, model_calls
-from runtime.models import ModelConfigError
-from nodes.prompts import citation_rules, structured_output
-from runtime.state import GLOBALS, HISTORY, REFERENCE
-from runtime.turn import history_messages
-from runtime.values import PENDING, as_json_text, ref_values, render, resolve, shown_files
+from canvas2graph.compiler.dsl.refs import Template
+from canvas2graph.nodes.base import Node, Params, Result, require_ref, stream_writer
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.errors import classify, pause_before_retry
+from canvas2graph.runtime.graph import calls
+from canvas2graph.runtime.services import model_calls
+from canvas2graph.runtime.services.models import ModelConfigError
+from canvas2graph.nodes.prompts import citation_rules, structured_output
+from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REFERENCE
+from canvas2graph.runtime.graph.turn import history_messages
+from canvas2graph.runtime.graph.values import PENDING, as_json_text, ref_values, render, resolve, shown_files
 
 # Prompt blocks RAGFlow strips from sys_prompt before sending it (SPEC 3.3).
 _STRIPPED_BLOCKS = re.compile(
@@ -92,7 +93,7 @@ class LLMParams(Params):
 def to_langchain(messages: list[dict[str, Any]]) -> list[BaseMessage]:
     """LangChain messages. A message's `images` (data URIs) make its content a list of blocks, its text
     then each image as an OpenAI `image_url` part (which langchain-openai sends as it is); a message
-    without images keeps plain string content (`runtime.model_calls` has a faster path for those)."""
+    without images keeps plain string content (`canvas2graph.runtime.services.model_calls` has a faster path for those)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
     return [kinds.get(m["role"], HumanMessage)(content=_content(m)) for m in messages]
@@ -210,7 +211,7 @@ def text_of(content: Any) -> str:
 
 def report_usage(message: Any, component_id: str | None = None) -> None:
     """A model call's token counts: to the run's usage (a custom stream item) and to the step trace of
-    `component_id`, the component that made the call (runtime/calls.py)."""
+    `component_id`, the component that made the call (runtime/graph/calls.py)."""
     usage = getattr(message, "usage_metadata", None)
     if usage:
         counts = {"prompt_tokens": usage.get("input_tokens", 0), "completion_tokens": usage.get("output_tokens", 0),

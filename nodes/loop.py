@@ -10,12 +10,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from compiler.refs import Ref
-from nodes.base import Node, Params, Result, bare_or_braced_ref, require_ref
-from nodes.iteration import progress
-from nodes.registry import register
-from runtime.state import LOOPS
-from runtime.values import resolve
+from canvas2graph.compiler.dsl.refs import Ref
+from canvas2graph.nodes.base import Node, Params, Result, bare_or_braced_ref, require_ref
+from canvas2graph.nodes.iteration import progress
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import LOOPS
+from canvas2graph.runtime.graph.values import resolve
 
 
 class LoopParams(Params):
@@ -183,7 +183,7 @@ class ExitLoop(Node):
     def prepare(self) -> None:
         parent = self.parent_id
         self.inner: list[str] = []          # Iterations between this ExitLoop and its Loop, innermost first
-        # (compiler.load refuses parent cycles; the `not in` only keeps this walk finite regardless)
+        # (canvas2graph.compiler.dsl.load refuses parent cycles; the `not in` only keeps this walk finite regardless)
         while parent and parent in self.canvas.entries and parent not in self.inner \
                 and self.canvas.entries[parent].component_name != "Loop":
             self.inner.append(parent)

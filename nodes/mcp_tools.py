@@ -4,7 +4,7 @@
 only the listed tools are exposed (an empty `{}` exposes none), with the schema the DSL stored when
 the tool was picked, so compiling needs no server. Their names continue the Agent's numbering
 after `params.tools`: `<tool>_<n>`. Servers are found by id in the run's MCP config
-(`ctx.extras["mcp"]`, a `runtime.mcp.MCPServers`); a session to a server opens at its first call
+(`ctx.extras["mcp"]`, a `canvas2graph.runtime.services.mcp.MCPServers`); a session to a server opens at its first call
 in a tool loop and closes when the loop ends.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from canvas2graph.types import NodeConfigError
-from nodes.tool import as_text
-from runtime.mcp import ENV_VAR, MCPServerConfig, MCPServerNotConfigured, MCPSessions
-from runtime.netguard import private_allowed
+from canvas2graph.nodes.tool import as_text
+from canvas2graph.runtime.services.mcp import ENV_VAR, MCPServerConfig, MCPServerNotConfigured, MCPSessions
+from canvas2graph.runtime.services.netguard import private_allowed
 
 if TYPE_CHECKING:
-    from nodes.agent import Agent
+    from canvas2graph.nodes.agent import Agent
 
 SESSIONS = "mcp_sessions"         # the sink key holding the tool loop's MCPSessions
 SCRIPT_NAME = "MCP"               # what a script's `tool_results` key names for every MCP tool

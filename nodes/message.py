@@ -10,15 +10,15 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from compiler.refs import Template
-from nodes import jinja
-from nodes.base import ComponentError, Node, Params, Result, shared_generation, stream_writer
-from nodes.downloads import shown_text
-from nodes.jinja import replace_names
-from nodes.llm import AnswerText, stream_generation
-from nodes.registry import register
-from runtime.state import REFERENCE, channel, merge_reference, outputs_of
-from runtime.values import is_pending, resolve
+from canvas2graph.compiler.dsl.refs import Template
+from canvas2graph.nodes import jinja
+from canvas2graph.nodes.base import ComponentError, Node, Params, Result, shared_generation, stream_writer
+from canvas2graph.nodes.downloads import shown_text
+from canvas2graph.nodes.jinja import replace_names
+from canvas2graph.nodes.llm import AnswerText, stream_generation
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import REFERENCE, channel, merge_reference, outputs_of
+from canvas2graph.runtime.graph.values import is_pending, resolve
 
 
 
@@ -169,7 +169,7 @@ class Message(Node):
 
     async def _render(self, t: Template, state, ctx, downloads: list):
         """Exact substitution with Jinja rendering (non-streaming mode)."""
-        from nodes.base import settle_pending
+        from canvas2graph.nodes.base import settle_pending
         state, writes = await settle_pending(self, t.refs, state, ctx)
         values = {r.expr: resolve(state, r) for r in t.refs}
         shown = {expr: shown_text(value, downloads) for expr, value in values.items()}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from nodes.base import Node, Params
+    from canvas2graph.nodes.base import Node, Params
 
 OutputsOf = Callable[["Params"], "set[str] | None"]
 
@@ -63,7 +63,7 @@ def register_pipeline(name: str, params: type["Params"], *, outputs: OutputsOf |
 
 def lookup_pipeline(name: str) -> ComponentSpec | None:
     """A pipeline component's spec (File, Parser, TokenChunker, ...), or None."""
-    import nodes.pipeline  # noqa: F401  (its modules register themselves)
+    import canvas2graph.nodes.pipeline  # noqa: F401  (its modules register themselves)
     return PIPELINE_REGISTRY.get(name)
 
 
@@ -94,21 +94,21 @@ def _load_families() -> None:
 
 
 def _import_families() -> None:
-    import nodes.begin  # noqa: F401
-    import nodes.message  # noqa: F401
-    import nodes.llm  # noqa: F401
-    import nodes.categorize  # noqa: F401
-    import nodes.switch  # noqa: F401
-    import nodes.variables  # noqa: F401
-    import nodes.transforms  # noqa: F401
-    import nodes.iteration  # noqa: F401
-    import nodes.loop  # noqa: F401
-    import nodes.fillup  # noqa: F401
-    import nodes.retrieval  # noqa: F401
-    import nodes.invoke  # noqa: F401
-    import nodes.agent  # noqa: F401
-    import nodes.excel  # noqa: F401
-    import nodes.docgen  # noqa: F401
-    import nodes.browser  # noqa: F401
-    import nodes.tools
-    nodes.tools.load_all()
+    import canvas2graph.nodes.begin  # noqa: F401
+    import canvas2graph.nodes.message  # noqa: F401
+    import canvas2graph.nodes.llm  # noqa: F401
+    import canvas2graph.nodes.categorize  # noqa: F401
+    import canvas2graph.nodes.switch  # noqa: F401
+    import canvas2graph.nodes.variables  # noqa: F401
+    import canvas2graph.nodes.transforms  # noqa: F401
+    import canvas2graph.nodes.iteration  # noqa: F401
+    import canvas2graph.nodes.loop  # noqa: F401
+    import canvas2graph.nodes.fillup  # noqa: F401
+    import canvas2graph.nodes.retrieval  # noqa: F401
+    import canvas2graph.nodes.invoke  # noqa: F401
+    import canvas2graph.nodes.agent  # noqa: F401
+    import canvas2graph.nodes.excel  # noqa: F401
+    import canvas2graph.nodes.docgen  # noqa: F401
+    import canvas2graph.nodes.browser  # noqa: F401
+    import canvas2graph.nodes.tools
+    canvas2graph.nodes.tools.load_all()

@@ -3,7 +3,7 @@
 Chunks enter the turn's reference store keyed as RAGFlow keys them (sha1 of the chunk id, mod 500),
 so `[ID:n]` citations and `message_end.reference` line up. Under `--llm-script` the script's
 `retrieval` chunks are what every retrieval returns; otherwise the run's retrieval backend
-(`runtime.retrieval`: RAGFlow's Elasticsearch indexes or the embedded store) answers, as RAGFlow's
+(`canvas2graph.runtime.services.retrieval`: RAGFlow's Elasticsearch indexes or the embedded store) answers, as RAGFlow's
 `Dealer.retrieval` would. Options that need an LLM (cross_languages, toc_enhance, use_kg and the
 automatic metadata filters) are reported as unsupported, at compile time and in the log.
 """
@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Params, Result, bare_or_braced_ref, settle_pending
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolOutput, found
-from runtime.state import REFERENCE
-from runtime.values import resolve
+from canvas2graph.nodes.base import Params, Result, bare_or_braced_ref, settle_pending
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolOutput, found
+from canvas2graph.runtime.graph.state import REFERENCE
+from canvas2graph.runtime.graph.values import resolve
 
 log = logging.getLogger(__name__)
 KB_IDS_ARG = "__kb_ids"       # dataset ids resolved from canvas variables, passed from run() to execute()
@@ -103,8 +103,8 @@ async def search(params: RetrievalParams, query: str, ctx, kb_ids: list[str] | N
     backend = (ctx.extras.get("retrieval") if ctx is not None else None)
     if backend is None:
         raise RetrievalUnavailable("no retrieval backend is configured for this run")
-    from runtime.retrieval import RetrievalRequest
-    from runtime.retrieval.metadata import doc_filter
+    from canvas2graph.runtime.services.retrieval import RetrievalRequest
+    from canvas2graph.runtime.services.retrieval.metadata import doc_filter
     for field, why in params.unsupported():
         log.warning("%s: %s: %s", component_id, field, why)
     kb_ids = list(kb_ids if kb_ids is not None else params.datasets())

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from nodes.registry import NO_ENGINE_CLASS, REGISTRY, lookup
-from nodes.tool import Tool
+from canvas2graph.nodes.registry import NO_ENGINE_CLASS, REGISTRY, lookup
+from canvas2graph.nodes.tool import Tool
 
 # fields every component inherits that say how the engine treats it rather than what it does: an editor
 # shows them apart, as RAGFlow's forms keep them under "exception handling" or leave them out

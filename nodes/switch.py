@@ -6,10 +6,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.refs import Ref
-from nodes.base import Node, Params, Result, bare_or_braced_ref
-from nodes.registry import register
-from runtime.values import resolve
+from canvas2graph.compiler.dsl.refs import Ref
+from canvas2graph.nodes.base import Node, Params, Result, bare_or_braced_ref
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.values import resolve
 
 
 class SwitchItem(BaseModel):

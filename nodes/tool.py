@@ -19,9 +19,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from nodes.base import Node, Result, bare_or_braced_ref, settle_pending
-from runtime.state import REFERENCE
-from runtime.values import render, resolve
+from canvas2graph.nodes.base import Node, Result, bare_or_braced_ref, settle_pending
+from canvas2graph.runtime.graph.state import REFERENCE
+from canvas2graph.runtime.graph.values import render, resolve
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from jinja2 import TemplateSyntaxError
 from pydantic import Field, field_validator, model_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.refs import Ref, Template, has_jinja
-from nodes import jinja
-from nodes.base import Node, Params, Result, require_ref, settle_pending, template
-from nodes.registry import register
-from runtime.values import as_json_text, render, resolve
+from canvas2graph.compiler.dsl.refs import Ref, Template, has_jinja
+from canvas2graph.nodes import jinja
+from canvas2graph.nodes.base import Node, Params, Result, require_ref, settle_pending, template
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.values import as_json_text, render, resolve
 
 
 

@@ -9,12 +9,12 @@ from typing import Any, Mapping
 from pydantic import Field, field_validator
 
 from canvas2graph.types import NodeConfigError
-from compiler.model import global_problem
-from compiler.refs import Ref, Template
-from nodes.base import Node, Params, Result, is_pending, require_ref, settle_pending, template
-from nodes.registry import register
-from runtime.state import GLOBALS, OUTPUTS, channel, outputs_of
-from runtime.values import as_json_text, render, resolve
+from canvas2graph.compiler.dsl.model import global_problem
+from canvas2graph.compiler.dsl.refs import Ref, Template
+from canvas2graph.nodes.base import Node, Params, Result, is_pending, require_ref, settle_pending, template
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import GLOBALS, OUTPUTS, channel, outputs_of
+from canvas2graph.runtime.graph.values import as_json_text, render, resolve
 
 
 

@@ -8,20 +8,20 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from runtime.conversations import Conversations
-from runtime.store import open_store
-from runtime.tracing import flush as flush_traces
-from server.compiling import CompileWorkers
-from server.config import ServerConfig
-from server.errors import install_error_handlers
-from server.middleware import BodyLimit
-from runtime.webhook_runs import WebhookRuns
-from server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
+from canvas2graph.server.backend.conversations import Conversations
+from canvas2graph.server.backend.store import open_store
+from canvas2graph.runtime.services.observability import flush as flush_traces
+from canvas2graph.server.compiling import CompileWorkers
+from canvas2graph.server.config import ServerConfig
+from canvas2graph.server.errors import install_error_handlers
+from canvas2graph.server.middleware import BodyLimit
+from canvas2graph.server.backend.webhook_runs import WebhookRuns
+from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
                            recordings, templates, traces, versions, webhooks)
-from server.protocols import a2a_server, langgraph_api, mcp_server
-from server.services import RunServices
-from server import ui
-from server.uploads import UploadPolicy
+from canvas2graph.server.protocols import a2a_server, langgraph_api, mcp_server
+from canvas2graph.server.services import RunServices
+from canvas2graph.server import ui
+from canvas2graph.server.uploads import UploadPolicy
 
 DESCRIPTION = """RAGFlow-compatible agent API (`/api/v1/agents...`) and a compile-and-run API
 (`/api/v1/graphs/...`) for canvas2graph. Authenticate with `Authorization: Bearer <token>`
@@ -44,12 +44,12 @@ def tune_gc() -> None:
 
 
 def start_expiry(store, conversations, ttl: float | None) -> asyncio.Task | None:
-    """`serve --session-ttl`: delete sessions idle that long, in the background (runtime/lifecycle.py)."""
+    """`serve --session-ttl`: delete sessions idle that long, in the background (runtime/run/lifecycle.py)."""
     if not ttl:
         return None
     import logging
 
-    from runtime.lifecycle import expire_sessions
+    from canvas2graph.runtime.run.lifecycle import expire_sessions
     # uvicorn's own logger: the one a server's log shows at its --log-level
     logging.getLogger("uvicorn.error").info("sessions idle for %g s or more are deleted (--session-ttl)", ttl)
     return asyncio.create_task(expire_sessions(store, ttl, running=lambda: list(conversations.turns)),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from server.errors import ApiError, RetCode
+from canvas2graph.server.errors import ApiError, RetCode
 
 
 async def tenant(request: Request) -> str:

@@ -57,8 +57,8 @@ def _worker(conn: Connection, memory_mb: int) -> None:
     """Answer jobs (DSL JSON bytes) with verdicts until the pipe closes."""
     import resource
 
-    from compiler import diagnose
-    from compiler.export import to_json, to_mermaid
+    from canvas2graph.compiler.canvas import diagnose
+    from canvas2graph.compiler.export import to_json, to_mermaid
 
     # load everything a job uses (every component family, the exporters) before measuring the baseline,
     # so that no job pays for imports within its time budget
@@ -195,5 +195,5 @@ def _payload(dsl: Any) -> bytes:
 
 async def compile_in_thread(dsl: Any, **kw: Any):
     """`compile_dsl` for a DSL a worker found to compile: in a thread, so the loop keeps serving."""
-    from compiler import compile_dsl
+    from canvas2graph.compiler.canvas import compile_dsl
     return await asyncio.to_thread(compile_dsl, dsl, **kw)

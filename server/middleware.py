@@ -9,7 +9,7 @@ import json
 import re
 
 from canvas2graph.text import has_surrogate
-from server.errors import RetCode
+from canvas2graph.server.errors import RetCode
 
 # a JSON escape of a UTF-16 surrogate (\ud800-\udfff): pairs are fine, lone ones are not; only bodies
 # with one are parsed here to tell which

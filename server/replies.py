@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from runtime.conversations import Turn
+from canvas2graph.server.backend.conversations import Turn
 
 DONE = b"data:[DONE]\n\n"
 OPENAI_DONE = b"data: [DONE]\n\n"
@@ -44,7 +44,7 @@ def openai_frame(payload: Any) -> bytes:
 
 def failure_text(error: BaseException) -> str:
     """Why a turn failed, for the client: the runtime's own message, or the exception's name and text."""
-    from runtime.session import TurnFailed
+    from canvas2graph.runtime.run.runner import TurnFailed
     return str(error) if isinstance(error, TurnFailed) else f"{type(error).__name__}: {error}"
 
 

@@ -1,17 +1,17 @@
 """What every run of a server gets: its models and, in `ctx.services`, the code-execution and browser
 policies, the MCP servers, the run file store (uploads, read on behalf of the session's tenant) and the
 retrieval backend (opened at the first run that retrieves). The server's options say which
-(`ServerConfig`); `runtime.environment` builds the runs, as it does for the command line and for
+(`ServerConfig`); `canvas2graph.runtime.services.environment` builds the runs, as it does for the command line and for
 LangGraph Server."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from runtime.environment import RunEnvironment, RunSettings
-from runtime.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
-from server.config import ServerConfig
-from server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
+from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+from canvas2graph.runtime.services.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
+from canvas2graph.server.config import ServerConfig
+from canvas2graph.server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
 
 
 class RunServices:

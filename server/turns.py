@@ -7,15 +7,15 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from canvas2graph.types import Diagnostic
-from compiler import CompileError
-from runtime.conversations import SessionBusy, Turn
-from runtime.models import ModelConfigError
-from runtime.scripted import ScriptError
-from runtime.session import TurnRejected, TurnRequest
-from runtime.store import Session
-from server import replies
-from server.compiling import Verdict, compile_in_thread
-from server.errors import ApiError, RetCode, argument_error, data_error, ok
+from canvas2graph.types import CompileError
+from canvas2graph.server.backend.conversations import SessionBusy, Turn
+from canvas2graph.runtime.services.models import ModelConfigError
+from canvas2graph.runtime.services.scripted import ScriptError
+from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
+from canvas2graph.server.backend.store import Session
+from canvas2graph.server import replies
+from canvas2graph.server.compiling import Verdict, compile_in_thread
+from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_error, ok
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
-from runtime.files import FileStoreError, LocalFileStore, is_file_entry
-from server.errors import ApiError, RetCode, not_found
+from canvas2graph.runtime.services.files import FileStoreError, LocalFileStore, is_file_entry
+from canvas2graph.server.errors import ApiError, RetCode, not_found
 
 LIMITS_ENV = "CANVAS2GRAPH_UPLOAD_LIMITS"
 MB = 1024 * 1024
@@ -188,7 +188,7 @@ async def fetch_url(url: str, limits: UploadLimits) -> Incoming:
     """Download `url` as an upload, through the host guard (private and loopback hosts are refused unless
     CANVAS2GRAPH_UPLOAD_ALLOW_PRIVATE=1; every redirect is checked again), stopping at the size limit."""
     import httpx
-    from runtime.netguard import HostGuard, HostRefused
+    from canvas2graph.runtime.services.netguard import HostGuard, HostRefused
 
     guard = HostGuard.of("Upload")
     limit = int(limits.max_file_mb * MB)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.store import Agent, Session, Version, WebhookCall
+from canvas2graph.server.backend.store import Agent, Session, Version, WebhookCall
 
 
 def _date(ms: int) -> str:

@@ -60,8 +60,8 @@ def need_sandbox() -> None:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from runtime.sandbox import SandboxUnusable
-    from runtime.sandbox.bubblewrap import find_bubblewrap
+    from canvas2graph.runtime.services.sandbox import SandboxUnusable
+    from canvas2graph.runtime.services.sandbox.bubblewrap import find_bubblewrap
     probe = find_bubblewrap(os.environ.get("CANVAS2GRAPH_BWRAP") or "bwrap")
     try:
         with ThreadPoolExecutor(1) as pool:          # callable from inside a running event loop too

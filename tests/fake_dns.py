@@ -1,4 +1,4 @@
-"""A resolver the tests control, for the host guard (runtime.netguard).
+"""A resolver the tests control, for the host guard (canvas2graph.runtime.services.netguard).
 
 Invented names resolve to the addresses a test gives them, and 127.0.0.1 counts as public, so a local
 server can stand for a public host; every other address keeps its real classification (metadata,
@@ -6,7 +6,7 @@ RFC 1918, link-local, localhost's ::1). `FakeDNS.install(monkeypatch)` puts it i
 """
 from __future__ import annotations
 
-import runtime.netguard as netguard
+import canvas2graph.runtime.services.netguard as netguard
 
 REAL_RESOLVE = netguard.resolve
 REAL_PUBLIC = netguard.public

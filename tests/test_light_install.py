@@ -26,7 +26,7 @@ HIDDEN = [m for modules in EXTRA_MODULES.values() for m in modules]
 def without_extras(tmp_path, *argv: str) -> subprocess.CompletedProcess:
     """`canvas2graph ARGV...` in a child interpreter that has none of the extras' modules."""
     code = (f"import sys; sys.modules.update(dict.fromkeys({HIDDEN!r}, None)); "
-            "from runtime.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from canvas2graph.cli import main; sys.exit(main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)})
 

@@ -105,10 +105,10 @@ def checker():
 
 
 async def _c2g_turns(dsl: dict, turns: list[dict]) -> list[list[dict]]:
-    from compiler import compile_dsl
-    from runtime.checkpoint import open_checkpointer
-    from runtime.environment import RunEnvironment, RunSettings
-    from runtime.session import Runner, TurnFailed, TurnRequest
+    from canvas2graph.compiler.canvas import compile_dsl
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
+    from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+    from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRequest
     compiled = compile_dsl(dsl)
     results: list[list[dict]] = []
     with tempfile.TemporaryDirectory(prefix="differential-") as tmp:

@@ -4,7 +4,7 @@ RAGFlow runs the browser-use library; this runs its own loop (`agent.py`) over a
 Chromium (`session.py`): the model is the component's `llm_id`, the task is `prompts` (references
 filled in), and it may take up to `max_steps` steps. Files named by `upload_sources` (uploaded file
 entries or ids, or http(s) URLs, fetched through the host guard) are offered for upload; files the
-pages download are kept in the run's file store (`runtime.files`).
+pages download are kept in the run's file store (`canvas2graph.runtime.services.files`).
 
 Outputs, as RAGFlow's: `content` (the model's final answer, "" when the steps ran out) and
 `downloaded_files` (`[{file_id, name, size, mime_type, parent_id}]`). Params: the LLM's (`llm_id`,
@@ -30,13 +30,13 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from pydantic import Field, field_validator
 
-from compiler.refs import looks_like_ref, parse_ref
-from nodes.base import Node, Result, settle_pending
-from nodes.browser.policy import EXTRAS_KEY, BrowserPolicy, BrowserRefused
-from nodes.llm import LLMParams
-from nodes.registry import register
-from runtime.files import LOCAL_OWNER, FileStoreError, is_file_entry, load_files, store_for
-from runtime.values import ReferenceError_, as_json_text, render, resolve
+from canvas2graph.compiler.dsl.refs import looks_like_ref, parse_ref
+from canvas2graph.nodes.base import Node, Result, settle_pending
+from canvas2graph.nodes.browser.policy import EXTRAS_KEY, BrowserPolicy, BrowserRefused
+from canvas2graph.nodes.llm import LLMParams
+from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.services.files import LOCAL_OWNER, FileStoreError, is_file_entry, load_files, store_for
+from canvas2graph.runtime.graph.values import ReferenceError_, as_json_text, render, resolve
 
 MAX_REDIRECTS = 5
 
@@ -91,8 +91,8 @@ class Browser(Node):
         store, tenant = store_for(extras), extras.get("tenant")
         owner = tenant or LOCAL_OWNER
         model = ctx.models.chat_model(self.params.llm_id, component_id=self.id, gen_conf=self.params.gen_conf())
-        from nodes.browser.agent import browse
-        from nodes.browser.session import BrowserSession
+        from canvas2graph.nodes.browser.agent import browse
+        from canvas2graph.nodes.browser.session import BrowserSession
         with tempfile.TemporaryDirectory(prefix="c2g-browser-up-") as up, \
                 tempfile.TemporaryDirectory(prefix="c2g-browser-down-") as down:
             uploads = await self._prepare_uploads(state, ctx, store, tenant, Path(up), policy)
@@ -199,7 +199,7 @@ def _sources(raw: Any, state, refs: dict[str, Any]) -> list:
 
 async def _download(url: str, ctx, policy: BrowserPolicy) -> tuple[str, bytes]:
     """An upload source given as a URL, fetched through the host guard (each redirect checked too)."""
-    from nodes.browser.network import guarded_fetch
+    from canvas2graph.nodes.browser.network import guarded_fetch
     for _ in range(MAX_REDIRECTS + 1):
         fetched = await guarded_fetch("GET", url, {"User-Agent": "canvas2graph-browser"}, None, ctx,
                                       timeout=policy.action_timeout, max_bytes=policy.max_body_bytes)

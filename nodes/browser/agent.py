@@ -13,8 +13,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from nodes.browser.session import BrowserSession
-from runtime import model_calls
+from canvas2graph.nodes.browser.session import BrowserSession
+from canvas2graph.runtime.services import model_calls
 
 SYSTEM = """\
 You operate a web browser to complete the user's task. After every action you are shown the page: its

@@ -1,4 +1,4 @@
-"""Every connection the browser makes, through the host guard (`runtime.netguard`).
+"""Every connection the browser makes, through the host guard (`canvas2graph.runtime.services.netguard`).
 
 Chromium is started with one way out: a forward proxy this module runs on 127.0.0.1 for the length
 of the session (it also cannot resolve names itself, and loopback is not exempted from the proxy).
@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 import h11
 import httpx
 
-from runtime.netguard import HostGuard, HostRefused
-from nodes.tool import ToolError
+from canvas2graph.runtime.services.netguard import HostGuard, HostRefused
+from canvas2graph.nodes.tool import ToolError
 
 COMPONENT = "Browser"
 HOP_HEADERS = {"host", "connection", "content-length", "accept-encoding", "keep-alive", "proxy-connection",

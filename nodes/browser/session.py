@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nodes.browser.network import GuardProxy, HostRefused
-from nodes.browser.policy import BrowserPolicy, BrowserRefused
-from nodes.tool import ToolError
+from canvas2graph.nodes.browser.network import GuardProxy, HostRefused
+from canvas2graph.nodes.browser.policy import BrowserPolicy, BrowserRefused
+from canvas2graph.nodes.tool import ToolError
 
 FLAGS = ["--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage",

@@ -6,8 +6,8 @@ numbers, timestamp, font size). Text formats carry the timestamp as their first 
 """
 from __future__ import annotations
 
-from nodes.documents.layout import Layout
-from nodes.documents.markdown import parse, strip_thinking
+from canvas2graph.nodes.documents.layout import Layout
+from canvas2graph.nodes.documents.markdown import parse, strip_thinking
 
 FORMATS = {
     "pdf": ("pdf", "application/pdf"),
@@ -20,16 +20,16 @@ FORMATS = {
 
 def render(fmt: str, content: str, layout: Layout) -> bytes:
     if fmt == "pdf":
-        from nodes.documents.pdf import write_pdf
+        from canvas2graph.nodes.documents.pdf import write_pdf
         return write_pdf(parse(content), layout)
     if fmt == "docx":
-        from nodes.documents.docx import write_docx
+        from canvas2graph.nodes.documents.docx import write_docx
         return write_docx(parse(content), layout)
     if fmt == "html":
-        from nodes.documents.html import write_html
+        from canvas2graph.nodes.documents.html import write_html
         return write_html(content, layout).encode("utf-8")
     if fmt == "txt":
-        from nodes.documents.text import write_text
+        from canvas2graph.nodes.documents.text import write_text
         text = write_text(parse(content)) if content.strip() else ""
     elif fmt == "markdown":
         text = content.strip() + "\n" if content.strip() else ""

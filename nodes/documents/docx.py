@@ -17,9 +17,9 @@ from docx.oxml import OxmlElement, parse_xml
 from docx.oxml.ns import qn
 from docx.shared import Pt, RGBColor
 
-from nodes.documents.fonts import cjk_family
-from nodes.documents.layout import Layout, heading_size
-from nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph, Quote, Rule, Span, Table
+from canvas2graph.nodes.documents.fonts import cjk_family
+from canvas2graph.nodes.documents.layout import Layout, heading_size
+from canvas2graph.nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph, Quote, Rule, Span, Table
 
 MONO = "Courier New"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from html import escape
 
-from nodes.documents.fonts import cjk_family
-from nodes.documents.layout import Layout, heading_size
-from nodes.documents.markdown import parser
+from canvas2graph.nodes.documents.fonts import cjk_family
+from canvas2graph.nodes.documents.layout import Layout, heading_size
+from canvas2graph.nodes.documents.markdown import parser
 
 
 def write_html(content: str, layout: Layout) -> str:

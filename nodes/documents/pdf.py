@@ -18,9 +18,9 @@ from reportlab.lib.styles import ParagraphStyle
 from reportlab.platypus import (HRFlowable, ListFlowable, ListItem, Paragraph, SimpleDocTemplate, Spacer, Table,
                                 TableStyle)
 
-from nodes.documents.fonts import PdfFonts, pdf_fonts
-from nodes.documents.layout import Layout, heading_size
-from nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph as Para, Quote, Rule, Span, Table as Tbl
+from canvas2graph.nodes.documents.fonts import PdfFonts, pdf_fonts
+from canvas2graph.nodes.documents.layout import Layout, heading_size
+from canvas2graph.nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph as Para, Quote, Rule, Span, Table as Tbl
 
 MARGIN = 54                # the text block's side margins (0.75 in)
 DECORATION_MARGIN = 36     # where RAGFlow draws header and footer lines (0.5 in from the edge)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph, Quote, Rule, Table, plain
+from canvas2graph.nodes.documents.markdown import Block, Code, Heading, ListBlock, Paragraph, Quote, Rule, Table, plain
 
 
 def write_text(blocks: list[Block]) -> str:

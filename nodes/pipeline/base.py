@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
-from nodes.base import Node, Params
+from canvas2graph.nodes.base import Node, Params
 
 if TYPE_CHECKING:
     from canvas2graph.types import RunContext

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from compiler.refs import Ref, Template, parse_template
-from nodes.llm import LLMParams, complete
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.registry import register_pipeline
+from canvas2graph.compiler.dsl.refs import Ref, Template, parse_template
+from canvas2graph.nodes.llm import LLMParams, complete
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.registry import register_pipeline
 
 
 class ExtractorParams(PipelineParams, LLMParams):

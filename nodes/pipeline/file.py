@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.registry import register_pipeline
 
 
 class FileParams(PipelineParams):

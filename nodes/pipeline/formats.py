@@ -15,7 +15,7 @@ import io
 import re
 from typing import Any
 
-from nodes.pipeline.token_chunker import field_pattern, group_paragraphs
+from canvas2graph.nodes.pipeline.token_chunker import field_pattern, group_paragraphs
 
 Outputs = dict[str, Any]
 

@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 from pydantic import Field, model_validator
 
-from nodes.pipeline import formats
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline import formats
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.registry import register_pipeline
 
 ALLOWED_FORMATS = {
     "pdf": ["json", "markdown"], "spreadsheet": ["json", "markdown", "html"], "doc": ["json", "markdown"],

@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import model_validator
 
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions, finalize_chunk, remove_tag
-from nodes.pipeline.token_chunker import SENTENCE_BOUNDARY
-from nodes.pipeline.tokens import count_tokens, truncate
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions, finalize_chunk, remove_tag
+from canvas2graph.nodes.pipeline.token_chunker import SENTENCE_BOUNDARY
+from canvas2graph.nodes.pipeline.tokens import count_tokens, truncate
+from canvas2graph.nodes.registry import register_pipeline
 
 BODY = sys.maxsize - 1          # the level of a line that is no heading
 MIN_GROUP_TOKENS = 32

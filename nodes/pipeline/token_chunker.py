@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams, text_of_item
-from nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions, finalize_chunk, remove_tag
-from nodes.pipeline.tokens import count_tokens
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams, text_of_item
+from canvas2graph.nodes.pipeline.positions import PDF_POSITIONS_KEY, extract_positions, finalize_chunk, remove_tag
+from canvas2graph.nodes.pipeline.tokens import count_tokens
+from canvas2graph.nodes.registry import register_pipeline
 
 SENTENCE_BOUNDARY = r"([。!?？；！\n]|\. )"
 TEXT_FORMATS = ("markdown", "text", "html")

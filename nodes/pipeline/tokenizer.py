@@ -1,6 +1,6 @@
 """Tokenizer (rag/flow/tokenizer/tokenizer.py): the full-text fields and the embeddings of each chunk.
 
-`full_text` writes RAGFlow's token fields with its own tokenizer (`runtime.retrieval.tokenizer`):
+`full_text` writes RAGFlow's token fields with its own tokenizer (`canvas2graph.runtime.services.retrieval.tokenizer`):
 `title_tks`/`title_sm_tks` from the file name, `content_ltks`/`content_sm_ltks` from the text (from the
 `summary` when an Extractor wrote one), `question_kwd`/`question_tks` from `questions`,
 `important_kwd`/`important_tks` from `keywords`. `embedding` writes `q_<dims>_vec`: the `fields`' text
@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from nodes.pipeline.base import Job, PipelineNode, PipelineParams
-from nodes.pipeline.positions import finalize_chunk
-from nodes.registry import register_pipeline
+from canvas2graph.nodes.pipeline.base import Job, PipelineNode, PipelineParams
+from canvas2graph.nodes.pipeline.positions import finalize_chunk
+from canvas2graph.nodes.registry import register_pipeline
 
 TABLE_TAGS = re.compile(r"</?(table|td|caption|tr|th)( [^<>]{0,12})?>")
 EMBED_BATCH = 16            # RAGFlow's EMBEDDING_BATCH_SIZE
@@ -103,7 +103,7 @@ def as_chunks(upstream: dict[str, Any]) -> list[dict]:
                                                                     "embedding_token_consumption"})
 class Tokenizer(PipelineNode):
     async def process(self, upstream: dict[str, Any], job: Job) -> dict[str, Any]:
-        from runtime.retrieval.tokenizer import get_tokenizer
+        from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
         p: TokenizerParams = self.params
         name = str(upstream.get("name") or job.file.get("name") or "")
         chunks = as_chunks(upstream)

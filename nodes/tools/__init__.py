@@ -1,7 +1,7 @@
 """Tool components (SPEC 3.17), one module per service family.
 
 Every module here is imported by the registry, so a new tool only needs its module: it subclasses
-`nodes.tool.Tool` and registers itself with `@register(component_name, Params, outputs=...)`.
+`canvas2graph.nodes.tool.Tool` and registers itself with `@register(component_name, Params, outputs=...)`.
 """
 import importlib
 import pkgutil

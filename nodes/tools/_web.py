@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
-from nodes.tool import ToolError, web_chunk
-from runtime.netguard import HostGuard
+from canvas2graph.nodes.tool import ToolError, web_chunk
+from canvas2graph.runtime.services.netguard import HostGuard
 
 if TYPE_CHECKING:
     import httpx

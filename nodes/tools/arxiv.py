@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 
 from pydantic import Field, field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import request, status_error, text_arg, timeout_for, web_chunk
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import request, status_error, text_arg, timeout_for, web_chunk
 
 SORT_BY = ("submittedDate", "lastUpdatedDate", "relevance")
 MAX_PER_REQUEST = 2000          # the API refuses larger pages

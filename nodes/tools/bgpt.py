@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
 
 KEY_ENV = "BGPT_API_KEY"
 SEARCH_URL = "https://bgpt.pro/api/mcp-search"

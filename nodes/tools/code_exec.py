@@ -13,7 +13,7 @@ its text plus a section per artifact; `raw_result`, `actual_type`, `attachments`
 execution switched off) set `_ERROR`: a node fails with it; a tool hands it to the model with the
 other outputs, as RAGFlow does.
 
-Where the code runs is the run's code policy (`ctx.extras["code"]`, see `runtime.sandbox.policy`).
+Where the code runs is the run's code policy (`ctx.extras["code"]`, see `canvas2graph.runtime.services.sandbox.policy`).
 """
 from __future__ import annotations
 
@@ -24,15 +24,15 @@ from typing import Any, Mapping
 
 from pydantic import Field, field_validator
 
-from compiler.refs import Ref, looks_like_ref, parse_ref
-from nodes.base import ComponentError, Params, Result, settle_pending
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolOutput
-from nodes.tools._code_contract import (SYSTEM_OUTPUTS, ContractError, actual_type, business_output, canonical_text,
+from canvas2graph.compiler.dsl.refs import Ref, looks_like_ref, parse_ref
+from canvas2graph.nodes.base import ComponentError, Params, Result, settle_pending
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolOutput
+from canvas2graph.nodes.tools._code_contract import (SYSTEM_OUTPUTS, ContractError, actual_type, business_output, canonical_text,
                                         check_domain, check_value, normalize_value)
-from runtime.sandbox import (ArtifactStoreError, CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable,
+from canvas2graph.runtime.services.sandbox import (ArtifactStoreError, CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable,
                              attachment_content, run_code, store_artifacts)
-from runtime.values import ReferenceError_, resolve
+from canvas2graph.runtime.graph.values import ReferenceError_, resolve
 
 LANGUAGES = ("python", "python3", "nodejs", "javascript")
 DEFAULT_SCRIPT = 'def main(arg1: str, arg2: str) -> dict:\n    return {"result": arg1 + arg2}\n'

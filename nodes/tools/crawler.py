@@ -3,7 +3,7 @@
 RAGFlow drives a headless browser (crawl4ai); this fetches the page over HTTP with httpx (no
 JavaScript runs) and converts it with BeautifulSoup and markdownify. As RAGFlow's SSRF guard does,
 only http and https URLs are fetched, and every connection goes through the host guard
-(`runtime.netguard`): hosts that resolve to private, loopback, link-local or otherwise non-public
+(`canvas2graph.runtime.services.netguard`): hosts that resolve to private, loopback, link-local or otherwise non-public
 addresses are refused, at every redirect and for the `proxy` too (the page's host is checked as
 well, since the proxy resolves it); `CANVAS2GRAPH_CRAWLER_ALLOW_PRIVATE=1` lifts that for intranet
 pages (and tests).
@@ -15,11 +15,11 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
-from nodes.tools._web import request, text_arg, timeout_for, where
-from runtime.netguard import HostGuard
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
+from canvas2graph.nodes.tools._web import request, text_arg, timeout_for, where
+from canvas2graph.runtime.services.netguard import HostGuard
 
 MAX_REDIRECTS = 5
 MAX_BYTES = 10_000_000

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import json_body, request, status_error, timeout_for
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import json_body, request, status_error, timeout_for
 
 KEY_ENV = "DEEPL_AUTH_KEY"
 PLACEHOLDER = "xxx"            # RAGFlow's default auth_key: a blank to fill, not a key

@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from bs4 import BeautifulSoup
 from pydantic import Field, field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import ServiceUnavailable, json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import ServiceUnavailable, json_body, request, text_arg, timeout_for, web_chunks
 
 MAX_PAGES = 5                  # pages read for one search, whatever top_n asks
 REGION = "wt-wt"               # no region, as the library's default

@@ -14,7 +14,7 @@ addresses separated by commas. `success` is True once the server has accepted th
 `to_email` sends nothing and sets it False, as RAGFlow does. Failed logins and refused recipients are
 errors at once; a server that cannot be reached is retried `max_retries` times.
 
-The server is a host the DSL names, so it goes through the host guard (`runtime.netguard`): resolved
+The server is a host the DSL names, so it goes through the host guard (`canvas2graph.runtime.services.netguard`): resolved
 once, refused when private or loopback unless `CANVAS2GRAPH_EMAIL_ALLOW_PRIVATE=1`, and connected to
 at the address checked (TLS still verifies the server's name).
 """
@@ -32,11 +32,11 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
-from nodes.tools._web import ServiceUnavailable, text_arg, timeout_for
-from runtime.netguard import HostGuard
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
+from canvas2graph.nodes.tools._web import ServiceUnavailable, text_arg, timeout_for
+from canvas2graph.runtime.services.netguard import HostGuard
 
 SECURITY = ("auto", "ssl", "starttls", "none")
 HTML_TAG = re.compile(r"<(html|body|p|div|br|table|ul|ol|h[1-6]|span|a|b|i|strong|em)\b[^>]*>", re.IGNORECASE)

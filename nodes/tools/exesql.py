@@ -16,7 +16,7 @@ so no statement can change data, whatever its first word:
 A read-only transaction still lets a privileged role call server functions that act outside the
 database (COPY ... TO PROGRAM, SELECT ... INTO OUTFILE): give the tool a role that may only read.
 
-The database host goes through the host guard (`runtime.netguard`): private and loopback
+The database host goes through the host guard (`canvas2graph.runtime.services.netguard`): private and loopback
 addresses need `CANVAS2GRAPH_EXESQL_ALLOW_PRIVATE=1` (or `ctx.extras["allow_private"]`).
 db_types RAGFlow also lists (mssql, IBM DB2, trino, oceanbase) are reported as unsupported at
 compile time.
@@ -36,11 +36,11 @@ from pydantic import Field, ValidationInfo, field_validator
 from tabulate import tabulate
 
 from canvas2graph.types import NodeConfigError
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
-from nodes.tools._web import ServiceUnavailable, masked
-from runtime.netguard import HostGuard
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
+from canvas2graph.nodes.tools._web import ServiceUnavailable, masked
+from canvas2graph.runtime.services.netguard import HostGuard
 
 KNOWN_DB_TYPES = ("mysql", "postgres", "mariadb", "mssql", "IBM DB2", "trino", "oceanbase")
 SUPPORTED_DB_TYPES = ("mysql", "mariadb", "postgres")

@@ -11,10 +11,10 @@ import os
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for, web_chunk
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for, web_chunk
 
 TOKEN_ENV = "GITHUB_TOKEN"
 MAX_PER_PAGE = 100           # GitHub's largest search page

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
 
 KEY_ENV = "JIN10_SECRET_KEY"
 PLACEHOLDER = "xxx"

@@ -12,10 +12,10 @@ import os
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import api_key, json_body, one_of, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import api_key, json_body, one_of, request, text_arg, timeout_for, web_chunks
 
 KEY_ENV = "KEENABLE_API_KEY"
 DEFAULT_URL = "https://api.keenable.ai"

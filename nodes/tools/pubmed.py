@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import request, text_arg, timeout_for, web_chunk
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import request, text_arg, timeout_for, web_chunk
 
 KEY_ENV = "NCBI_API_KEY"
 TOOL_NAME = "canvas2graph"

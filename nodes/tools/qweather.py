@@ -16,10 +16,10 @@ import os
 from typing import Any
 
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
 
 KEY_ENV = "QWEATHER_API_KEY"
 PLACEHOLDER = "xxx"            # RAGFlow's default web_apikey: a blank to fill, not a key

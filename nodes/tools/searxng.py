@@ -4,7 +4,7 @@ The instance URL is the model's `searxng_url` argument, else `params.searxng_url
 `CANVAS2GRAPH_SEARXNG_URL`. The instance must allow the json format (`search.formats` in its
 settings.yml); otherwise it answers 403, and the error says so.
 
-An instance the model or the DSL names is reached through the host guard (`runtime.netguard`): a
+An instance the model or the DSL names is reached through the host guard (`canvas2graph.runtime.services.netguard`): a
 private or loopback instance needs `CANVAS2GRAPH_SEARXNG_ALLOW_PRIVATE=1`. The operator's
 `CANVAS2GRAPH_SEARXNG_URL` is trusted as it is (a self-hosted instance usually lives on the intranet).
 """
@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
-from runtime.netguard import HostGuard
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
+from canvas2graph.nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.runtime.services.netguard import HostGuard
 
 
 class SearXNGParams(Params):

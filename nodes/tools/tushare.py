@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
 
 KEY_ENV = "TUSHARE_TOKEN"
 PLACEHOLDER = "xxx"           # RAGFlow's default token: a blank to fill, not a token

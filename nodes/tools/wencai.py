@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import Field
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput
-from nodes.tools._web import one_of, text_arg
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
+from canvas2graph.nodes.tools._web import one_of, text_arg
 
 INSTALL_HINT = "pip install pywencai (or canvas2graph[finance]); it also needs Node.js"
 COOKIE_ENV = "IWENCAI_COOKIE"

@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from nodes.base import Params
-from nodes.registry import register
-from nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
-from nodes.tools._web import request, status_error, text_arg, timeout_for
+from canvas2graph.nodes.base import Params
+from canvas2graph.nodes.registry import register
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
+from canvas2graph.nodes.tools._web import request, status_error, text_arg, timeout_for
 
 SERVICE = "Yahoo Finance"
 # Yahoo answers non-browser user agents with 429 Too Many Requests; yfinance sends a browser's too.

@@ -34,9 +34,9 @@ from fastapi.responses import JSONResponse
 from google.protobuf.json_format import MessageToDict
 from starlette.authentication import SimpleUser
 
-from runtime.store import Agent
-from server.errors import ApiError
-from server.protocols import common
+from canvas2graph.server.backend.store import Agent
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
 
 ROUTE = "/api/v1/agents/{agent_id}/a2a"
 CARD_ROUTE = ROUTE + "/.well-known/agent-card.json"

@@ -1,5 +1,5 @@
 """What the protocol adapters share: a tenant from a Bearer token, a session for an agent, and a turn
-run to its end through the same machinery as RAGFlow's completion routes (`server.turns`, leases,
+run to its end through the same machinery as RAGFlow's completion routes (`canvas2graph.server.turns`, leases,
 cancellation, checkpoints).
 
 The adapters speak other protocols, so they never answer in RAGFlow's envelope: failures come out as
@@ -13,14 +13,14 @@ from typing import Any, Awaitable, Callable
 
 from starlette.requests import HTTPConnection, Request
 
-from runtime.conversations import Turn
-from runtime.session import TurnRejected, TurnRequest
-from runtime.session import Runner
-from runtime.store import Agent, Session, StoreError
-from runtime.versions import NoReleasedVersion, dsl_for_new_session
-from server.compiling import compile_in_thread
-from server.errors import ApiError, RetCode, data_error, not_found
-from server.turns import require_compiles, start_turn
+from canvas2graph.server.backend.conversations import Turn
+from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
+from canvas2graph.runtime.run.runner import Runner
+from canvas2graph.server.backend.store import Agent, Session, StoreError
+from canvas2graph.server.backend.versions import NoReleasedVersion, dsl_for_new_session
+from canvas2graph.server.compiling import compile_in_thread
+from canvas2graph.server.errors import ApiError, RetCode, data_error, not_found
+from canvas2graph.server.turns import require_compiles, start_turn
 
 # Begin's form field types as JSON Schema (a file field cannot travel as a plain value: left out)
 FIELD_TYPES = {"line": "string", "paragraph": "string", "options": "string", "integer": "integer",
@@ -28,7 +28,7 @@ FIELD_TYPES = {"line": "string", "paragraph": "string", "options": "string", "in
 
 
 async def tenant_of(conn: HTTPConnection) -> str:
-    """The tenant of the request's Bearer token (as `server.auth.tenant`), or an `ApiError` 401."""
+    """The tenant of the request's Bearer token (as `canvas2graph.server.auth.tenant`), or an `ApiError` 401."""
     header = conn.headers.get("authorization", "").strip()
     if not header:
         raise ApiError(RetCode.AUTHENTICATION_ERROR, "Authorization is missing: send `Authorization: Bearer <token>`",
@@ -158,7 +158,7 @@ EventHook = Callable[[dict], Awaitable[None]]
 
 
 async def start(request: Request, session: Session, turn_request: TurnRequest) -> Turn:
-    """Start a turn (`server.turns.start_turn`: busy sessions, compile and model errors are `ApiError`s)."""
+    """Start a turn (`canvas2graph.server.turns.start_turn`: busy sessions, compile and model errors are `ApiError`s)."""
     return await start_turn(request, session, turn_request)
 
 

@@ -18,12 +18,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from langgraph.errors import InvalidUpdateError
 
-from runtime.store import Agent, Session
-from server.compiling import compile_in_thread
-from server.errors import ApiError
-from server.protocols import common
-from server.protocols.langgraph_runs import LangGraphError, Runs, error_value
-from server.protocols.langgraph_views import (SCHEMA, assistant_view, checkpoint_view, empty_state, final_values,
+from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.server.compiling import compile_in_thread
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.langgraph_runs import LangGraphError, Runs, error_value
+from canvas2graph.server.protocols.langgraph_views import (SCHEMA, assistant_view, checkpoint_view, empty_state, final_values,
                                               graph_id, jsonable, now, run_view, state_view, thread_view)
 
 PREFIX = "/langgraph"
@@ -245,6 +245,15 @@ async def thread_state_at(request: Request, thread_id: str, checkpoint_id: str):
     return await _state(request, tenant, thread_id, checkpoint_id)
 
 
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def thread_state_at_checkpoint(request: Request, thread_id: str, body: dict = Body(default_factory=dict)):
+    """`get_state(thread, checkpoint={"checkpoint_id": ...})`: the state at that checkpoint."""
+    tenant, _row = await _own_thread(request, thread_id)
+    if not isinstance(body.get("checkpoint"), dict):
+        raise LangGraphError(422, "`checkpoint` must be an object with `checkpoint_id`")
+    return await _state(request, tenant, thread_id, _checkpoint_id({"checkpoint": body["checkpoint"]}))
+
+
 @router.post("/threads/{thread_id}/history")
 async def thread_history(request: Request, thread_id: str, body: dict = Body(default_factory=dict)):
     tenant, _row = await _own_thread(request, thread_id)
@@ -408,7 +417,8 @@ async def join_run_stream(request: Request, thread_id: str, run_id: str):
     await _run_row(request, tenant, thread_id, run_id)
     run = _runs(request).local.get(run_id)
     if run is None:
-        raise LangGraphError(404, f"run {run_id} streams from another server process: join it instead")
+        raise LangGraphError(404, f"run {run_id} streams in another server process, or ended long enough ago "
+                                  f"that its stream was dropped: join it instead")
     return StreamingResponse(_runs(request).frames(run), media_type="text/event-stream", headers=SSE_HEADERS)
 
 

@@ -2,7 +2,7 @@
 
 A run is one turn, started through the same machinery as RAGFlow's completions (`Conversations.start`:
 the session's lease, one turn at a time, cancellation across processes), with the LangGraph stream modes
-the client asked for passed on raw (`TurnRequest.stream_modes`, `runtime/events.py` RAW_EVENT). Each run
+the client asked for passed on raw (`TurnRequest.stream_modes`, `runtime/run/events.py` RAW_EVENT). Each run
 is consumed by a task of this process into a list of SSE frames, so a streamed run, `runs.wait`,
 `runs.join` and `runs.join_stream` all read the same run; its status is kept in `c2g_lg_runs`, so another
 server process can list, join and cancel it.
@@ -18,19 +18,23 @@ from typing import Any, AsyncIterator
 
 from fastapi import Request
 
-from runtime.conversations import Turn
-from runtime.session import TurnRequest
-from runtime.store import Agent, Session
-from runtime.trace import ForkPlan
-from server.errors import ApiError
-from server.protocols import common
-from server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
+from canvas2graph.server.backend.conversations import Turn
+from canvas2graph.runtime.run.runner import TurnRequest
+from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.runtime.run.steps import ForkPlan
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
 
-# stream modes langgraph-sdk asks for -> (LangGraph's stream mode, the SSE event it is sent as)
-STREAM_MODES = {"values": ("values", "values"), "updates": ("updates", "updates"),
-                "messages-tuple": ("messages", "messages"), "custom": ("custom", "custom"),
-                "debug": ("debug", "debug"), "tasks": ("tasks", "tasks"), "checkpoints": ("checkpoints", "checkpoints")}
+# stream modes langgraph-sdk asks for -> the LangGraph stream mode (runtime/run/events.py raw mode) they need.
+# `messages-tuple` sends LangGraph's (message chunk, metadata) pairs as they come; `messages` sends them as
+# LangGraph Server does: `messages/metadata` once a message starts, then `messages/partial` with the message
+# so far (`messages/complete` for one that came whole); `events` sends astream_events' events.
+STREAM_MODES = {"values": "values", "updates": "updates", "messages-tuple": "messages", "messages": "messages",
+                "custom": "custom", "events": "events", "debug": "debug", "tasks": "tasks",
+                "checkpoints": "checkpoints"}
 RUNS_KEPT = 1000                # finished runs whose frames this process keeps for join_stream
+RUNS_KEPT_BYTES = 64 << 20      # and at most so many bytes of their frames (`events` frames hold the state)
 JOIN_POLL_SECONDS = 0.25        # how often a join looks at a run that another process runs
 
 
@@ -67,10 +71,11 @@ def _input_request(value: Any) -> dict[str, Any]:
     return fields
 
 
-async def turn_request(request: Request, session: Session, body: dict, modes: list[str]) -> TurnRequest:
+async def turn_request(request: Request, session: Session, body: dict, modes: list[str],
+                       run_id: str | None = None) -> TurnRequest:
     """The turn a run body asks for: a new turn (`input`), a form answered (`command.resume`), or a run
     from an earlier checkpoint (`checkpoint_id`: LangGraph's replay and fork)."""
-    raw = [STREAM_MODES[m][0] for m in modes]
+    raw = list(dict.fromkeys(STREAM_MODES[m] for m in modes))
     command = body.get("command") or {}
     if not isinstance(command, dict) or set(command) - {"resume"}:
         raise LangGraphError(422, "only `command={'resume': ...}` is served (not goto or update)")
@@ -88,17 +93,17 @@ async def turn_request(request: Request, session: Session, body: dict, modes: li
             raise LangGraphError(422, "a form answered from a checkpoint takes an object of its fields")
         config = {"configurable": {"thread_id": session.id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
         return TurnRequest(fork=ForkPlan(config=config, component_id="", component_type="", resume=resume),
-                           stream_modes=raw)
+                           stream_modes=raw, run_id=run_id)
     if "resume" in command:
         resume = command["resume"]
         if isinstance(resume, dict):
-            return TurnRequest(inputs=resume, stream_modes=raw)
+            return TurnRequest(inputs=resume, stream_modes=raw, run_id=run_id)
         pause = await common.waiting_for(request, session)
         turn = common.form_request({"query": "" if resume is None else str(resume)}, {}, pause)
-        turn.stream_modes = raw
+        turn.stream_modes, turn.run_id = raw, run_id
         return turn
     fields = _input_request(body["input"]) if body.get("input") is not None else {}
-    return TurnRequest(**fields, stream_modes=raw)
+    return TurnRequest(**fields, stream_modes=raw, run_id=run_id)
 
 
 @dataclass
@@ -111,6 +116,7 @@ class Run:
     result: common.TurnResult | None = None
     turn: Turn | None = None
     task: asyncio.Task | None = None
+    size: int = 0                       # bytes of its frames
 
     @property
     def run_id(self) -> str:
@@ -122,15 +128,17 @@ class Runs:
 
     def __init__(self) -> None:
         self.local: OrderedDict[str, Run] = OrderedDict()
+        self.kept_bytes = 0             # of the frames of the runs in `local`
 
     async def start(self, request: Request, tenant: str, session: Session, agent: Agent, body: dict) -> Run:
         """Start a run's turn (refused before anything runs: a busy thread, a form without its answer) and
         a task that reads it to its end."""
         store = request.app.state.store
         modes = stream_modes(body.get("stream_mode"))
-        wanted_turn = await turn_request(request, session, body, modes)
+        run_id = str(uuid.uuid4())
+        wanted_turn = await turn_request(request, session, body, modes, run_id)
         metadata = body.get("metadata") or {}
-        row = {"run_id": str(uuid.uuid4()), "thread_id": session.id, "tenant": tenant, "assistant_id": agent.id,
+        row = {"run_id": run_id, "thread_id": session.id, "tenant": tenant, "assistant_id": agent.id,
                "status": "pending", "metadata": json.dumps(metadata, default=str),
                "multitask_strategy": body.get("multitask_strategy") or "reject", "created_at": now(),
                "updated_at": now()}
@@ -145,11 +153,7 @@ class Runs:
             raise LangGraphError(409 if e.status == 409 else 422, e.message)
         await self._record(store, run, "running")
         self.local[run.run_id] = run
-        while len(self.local) > RUNS_KEPT:
-            oldest = next(iter(self.local.values()))
-            if not oldest.done.is_set():
-                break
-            self.local.popitem(last=False)
+        self.forget_finished()
         run.task = asyncio.create_task(self._consume(store, run, modes), name=f"langgraph-run-{run.run_id}")
         return run
 
@@ -160,15 +164,23 @@ class Runs:
                                (status, run.row["updated_at"], run.run_id))
 
     async def _consume(self, store, run: Run, modes: list[str]) -> None:
-        wanted = {STREAM_MODES[m][0]: STREAM_MODES[m][1] for m in modes}
+        wanted = {STREAM_MODES[m] for m in modes}
+        whole_messages: dict[str, Any] = {}        # `messages` mode: each message so far, by its id
 
         async def on_event(event: dict) -> None:
             if event.get("event") != "langgraph" or event.get("mode") not in wanted:
                 return
-            data = event["data"]
-            if event["mode"] == "messages":
-                data = list(data)       # (message chunk, metadata)
-            await self._add(run, sse(wanted[event["mode"]], data))
+            mode, data = event["mode"], event["data"]
+            if mode == "messages":
+                if "messages-tuple" in modes:
+                    await self._add(run, sse("messages", list(data)))       # (message chunk, metadata)
+                else:
+                    for name, value in message_frames(whole_messages, *data):
+                        await self._add(run, sse(name, value))
+                return
+            if mode == "values" and event.get("interrupts") and isinstance(data, dict):
+                data = {**data, "__interrupt__": event["interrupts"]}      # as LangGraph Server sends a pause
+            await self._add(run, sse(mode, data))
 
         try:
             run.result = await common.run_to_end(run.turn, on_event)
@@ -179,11 +191,24 @@ class Runs:
             run.done.set()
             async with run.changed:
                 run.changed.notify_all()
+            self.forget_finished()
 
-    @staticmethod
-    async def _add(run: Run, frame: bytes) -> None:
+    def forget_finished(self, keep: int = RUNS_KEPT, keep_bytes: int = RUNS_KEPT_BYTES) -> None:
+        """Drop the frames of the oldest finished runs beyond `keep` runs or `keep_bytes` bytes (a run still
+        running keeps its own and those after it); their records stay in the database."""
+        while self.local and (len(self.local) > keep or self.kept_bytes > keep_bytes):
+            oldest = next(iter(self.local.values()))
+            if not oldest.done.is_set():
+                break
+            self.local.popitem(last=False)
+            self.kept_bytes -= oldest.size
+
+    async def _add(self, run: Run, frame: bytes) -> None:
         async with run.changed:
             run.frames.append(frame)
+            run.size += len(frame)
+            if self.local.get(run.run_id) is run:
+                self.kept_bytes += len(frame)
             run.changed.notify_all()
 
     async def frames(self, run: Run, *, cancel_on_disconnect: bool = False) -> AsyncIterator[bytes]:
@@ -222,6 +247,24 @@ class Runs:
             await asyncio.sleep(JOIN_POLL_SECONDS)
 
 
+def message_frames(seen: dict[str, Any], message: Any, metadata: dict) -> list[tuple[str, Any]]:
+    """LangGraph Server's `messages` stream mode for one part of LangGraph's: `messages/metadata` when a
+    message starts, then the message so far as `messages/partial` (a chunk) or `messages/complete`."""
+    from langchain_core.messages import BaseMessageChunk, convert_to_messages, message_chunk_to_message
+
+    if isinstance(message, dict):
+        message = convert_to_messages([message])[0]
+    frames: list[tuple[str, Any]] = []
+    if message.id in seen:
+        seen[message.id] += message
+    else:
+        seen[message.id] = message
+        frames.append(("messages/metadata", {message.id: {"metadata": metadata}}))
+    kind = "messages/partial" if isinstance(message, BaseMessageChunk) else "messages/complete"
+    frames.append((kind, [message_chunk_to_message(seen[message.id])]))
+    return frames
+
+
 def error_value(result: common.TurnResult | None) -> dict | None:
     """`runs.wait`'s `__error__` for a run that failed."""
     if result is None or result.status not in ("failed", "stopped"):
@@ -229,4 +272,4 @@ def error_value(result: common.TurnResult | None) -> dict | None:
     return {"error": "RunError", "message": result.error or "the run failed"}
 
 
-__all__ = ["LangGraphError", "Run", "Runs", "STREAM_MODES", "dumps", "error_value", "stream_modes"]
+__all__ = ["LangGraphError", "Run", "Runs", "STREAM_MODES", "dumps", "error_value", "message_frames", "stream_modes"]

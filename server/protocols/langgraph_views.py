@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from runtime.store import Agent
-from server.protocols import common
+from canvas2graph.server.backend.store import Agent
+from canvas2graph.server.protocols import common
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS c2g_lg_threads (

@@ -32,11 +32,11 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
-from compiler import CompileError
-from runtime.session import TurnRejected, TurnRequest
-from runtime.store import Agent
-from server.errors import ApiError
-from server.protocols import common
+from canvas2graph.types import CompileError
+from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
+from canvas2graph.server.backend.store import Agent
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.protocols import common
 
 ROUTE_AGENT = "/api/v1/agents/{agent_id}/mcp"
 ROUTE_TENANT = "/api/v1/mcp"

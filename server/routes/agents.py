@@ -9,14 +9,14 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from compiler.load import fill_default_llm
-from runtime.store import StoreError
-from runtime.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
-from server.auth import tenant
-from server.errors import argument_error, data_error, not_found, ok
-from server.protocols.common import endpoints
-from server.turns import check
-from server.views import agent_view, checked_view, session_view
+from canvas2graph.compiler.dsl.load import fill_default_llm
+from canvas2graph.server.backend.store import StoreError
+from canvas2graph.server.backend.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import argument_error, data_error, not_found, ok
+from canvas2graph.server.protocols.common import endpoints
+from canvas2graph.server.turns import check
+from canvas2graph.server.views import agent_view, checked_view, session_view
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from runtime.sandbox import ARTIFACT_TYPES, DOCUMENT_TYPES, stored_artifact
-from server.errors import ApiError, RetCode
-from server.routes.files import file_reply
+from canvas2graph.runtime.services.sandbox import ARTIFACT_TYPES, DOCUMENT_TYPES, stored_artifact
+from canvas2graph.server.errors import ApiError, RetCode
+from canvas2graph.server.routes.files import file_reply
 
 ROUTE = "/api/v1/documents/artifact"
 router = APIRouter(tags=["artifacts"])

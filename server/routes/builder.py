@@ -8,12 +8,12 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.component_debug import DebugError, debug_component, input_form, plan_canvas
-from runtime.dsl_reset import reset_dsl
-from runtime.versions import record_version
-from server.auth import tenant
-from server.errors import argument_error, data_error, not_found, ok
-from server.routes.agents import owned_agent, store
+from canvas2graph.server.backend.component_debug import DebugError, debug_component, input_form, plan_canvas
+from canvas2graph.server.backend.dsl_reset import reset_dsl
+from canvas2graph.server.backend.versions import record_version
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import argument_error, data_error, not_found, ok
+from canvas2graph.server.routes.agents import owned_agent, store
 
 router = APIRouter(prefix="/api/v1", tags=["build and fix"])
 

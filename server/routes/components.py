@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from nodes.schemas import params_schemas
-from server.auth import tenant
-from server.errors import ok
+from canvas2graph.nodes.schemas import params_schemas
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ok
 
 router = APIRouter(prefix="/api/v1", tags=["components"])
 

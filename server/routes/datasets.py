@@ -19,12 +19,12 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
-from server.auth import tenant
-from server.errors import ApiError, RetCode, argument_error
-from server.routes.agents import parse_dsl
-from server.routes.files import FILE_NAME_BYTES
-from server.turns import check, diagnostics_error
-from server.uploads import Incoming, store_uploads
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ApiError, RetCode, argument_error
+from canvas2graph.server.routes.agents import parse_dsl
+from canvas2graph.server.routes.files import FILE_NAME_BYTES
+from canvas2graph.server.turns import check, diagnostics_error
+from canvas2graph.server.uploads import Incoming, store_uploads
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 DATASET_ID = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -64,7 +64,7 @@ async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(ten
     verdict = await check(request, source)
     if not verdict.ok:
         raise diagnostics_error(verdict.diagnostics, "the pipeline")
-    from server.compiling import compile_in_thread
+    from canvas2graph.server.compiling import compile_in_thread
     compiled = await compile_in_thread(source)
     if compiled.kind != "pipeline":
         raise argument_error("`dsl` is an agent canvas; a dataset is built by an ingestion pipeline "
@@ -72,7 +72,7 @@ async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(ten
     entries = await store_uploads(request.app.state.files, tenant_id, files, limits)
     environment = request.app.state.run_services.environment
     store = environment.retrieval_backend()
-    from runtime.retrieval.embedded import EmbeddedBackend
+    from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
     if not isinstance(store, EmbeddedBackend):
         raise ApiError(RetCode.OPERATING_ERROR, f"ingestion writes to the embedded store; this server's retrieval "
                        f"backend is {store.describe()}", status=501)
@@ -83,7 +83,7 @@ async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(ten
 
 
 def _items(request: Request, tenant_id: str, entries: list[dict]):
-    from runtime.ingest.run import FileItem
+    from canvas2graph.runtime.run.ingest.run import FileItem
     out = []
     for entry in entries:
         path = request.app.state.files.path(entry["id"], tenant_id)
@@ -92,7 +92,7 @@ def _items(request: Request, tenant_id: str, entries: list[dict]):
 
 
 async def _events(compiled, request, store, environment, dataset_id, embd_id, embedder, items) -> AsyncIterator[bytes]:
-    from runtime.ingest.run import Ingestor
+    from canvas2graph.runtime.run.ingest.run import Ingestor
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     context = environment.context(f"ingest:{dataset_id}")
     ingestor = Ingestor(compiled, request.app.state.store.checkpointer, store, context, kb_id=dataset_id,

@@ -1,4 +1,4 @@
-"""Evaluations of an agent over an uploaded dataset, kept per tenant (runtime/agent_tests/evaluate.py).
+"""Evaluations of an agent over an uploaded dataset, kept per tenant (server/backend/agent_tests/evaluate.py).
 
 - `POST /agents/{id}/evaluations` (multipart): `file` (a .csv or .jsonl dataset), and the fields `metric`
   (exact, contains, regex, json, judge), `judge` (the judge's model@Factory), `version_id` (a stored
@@ -20,16 +20,18 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from compiler import CompileError, compile_dsl
-from runtime.agent_tests.datasets import DatasetError, parse_dataset
-from runtime.agent_tests.eval_store import EvaluationStore
-from runtime.agent_tests.evaluate import EvalSetup, compare_reports, evaluate
-from runtime.agent_tests.metrics import METRICS
-from server.auth import tenant
-from server.errors import argument_error, not_found, ok
-from server.routes.agents import owned_agent, store
-from server.routes.traces import http_status
-from server.turns import diagnostics_error
+from canvas2graph.types import CompileError
+
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.server.backend.agent_tests.datasets import DatasetError, parse_dataset
+from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
+from canvas2graph.server.backend.agent_tests.evaluate import EvalSetup, compare_reports, evaluate
+from canvas2graph.server.backend.agent_tests.metrics import METRICS
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import argument_error, not_found, ok
+from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.routes.traces import http_status
+from canvas2graph.server.turns import diagnostics_error
 
 router = APIRouter(prefix="/api/v1", tags=["evaluations"], dependencies=[Depends(http_status)])
 

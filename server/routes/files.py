@@ -19,12 +19,12 @@ from pathlib import Path, PurePosixPath
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, Response
 
-from runtime.files import LocalFileStore
-from runtime.sandbox import owned_artifact
-from server.auth import tenant
-from server.errors import ApiError, RetCode, argument_error, not_found, ok
-from server.routes.agents import owned_agent
-from server.uploads import Incoming, fetch_url, store_uploads
+from canvas2graph.runtime.services.files import LocalFileStore
+from canvas2graph.runtime.services.sandbox import owned_artifact
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ApiError, RetCode, argument_error, not_found, ok
+from canvas2graph.server.routes.agents import owned_agent
+from canvas2graph.server.uploads import Incoming, fetch_url, store_uploads
 
 FILE_NAME_BYTES = 255             # RAGFlow's FILE_NAME_LEN_LIMIT
 # Shown in the browser: images (not SVG, which can carry scripts), PDF and plain text. Everything else,

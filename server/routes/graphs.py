@@ -9,13 +9,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.store import StoreError
-from server.auth import tenant
-from server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
-from server.routes.agents import parse_dsl, store
-from server.compiling import compile_in_thread
-from server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
-from server.uploads import require_own_files
+from canvas2graph.server.backend.store import StoreError
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
+from canvas2graph.server.routes.agents import parse_dsl, store
+from canvas2graph.server.compiling import compile_in_thread
+from canvas2graph.server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
+from canvas2graph.server.uploads import require_own_files
 
 router = APIRouter(prefix="/api/v1/graphs", tags=["graphs"])
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -62,7 +62,7 @@ async def export_graph(request: Request, body: ExportBody, tenant_id: str = Depe
     if body.format == "json":
         return ok({"format": "json", "graph": verdict.graph})
     compiled = await compile_in_thread(parse_dsl(body.dsl, request))    # it compiles: the worker said so
-    from compiler.picture import CONTENT_TYPES, DrawingError, render, to_dot
+    from canvas2graph.compiler.picture import CONTENT_TYPES, DrawingError, render, to_dot
     title = compiled.plan.dsl.title or None
     if body.format == "dot":
         return Response(to_dot(compiled.plan, title=title), media_type=CONTENT_TYPES["dot"])

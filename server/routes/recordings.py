@@ -1,6 +1,6 @@
 """A session of an agent recorded as a regression case: `POST /agents/{id}/sessions/{sid}/record` answers
 the case folder as a zip (case.json, agent.json, script.json), what `canvas2graph record` writes
-(runtime/agent_tests/record.py); `canvas2graph test` runs it once unzipped."""
+(server/backend/agent_tests/record.py); `canvas2graph test` runs it once unzipped."""
 from __future__ import annotations
 
 import io
@@ -10,12 +10,12 @@ import zipfile
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from runtime.agent_tests.observe import observe_session
-from runtime.agent_tests.record import RecordError, case_files, slug
-from runtime.trace import ForkError
-from server.auth import tenant
-from server.errors import argument_error
-from server.routes.traces import _graph, _session, http_status
+from canvas2graph.server.backend.agent_tests.observe import observe_session
+from canvas2graph.server.backend.agent_tests.record import RecordError, case_files, slug
+from canvas2graph.runtime.run.steps import ForkError
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import argument_error
+from canvas2graph.server.routes.traces import _graph, _session, http_status
 
 router = APIRouter(prefix="/api/v1", tags=["testing"], dependencies=[Depends(http_status)])
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from runtime.templates import template_view, templates
-from server.auth import tenant
-from server.errors import ok
+from canvas2graph.server.backend.templates import template_view, templates
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ok
 
 router = APIRouter(prefix="/api/v1", tags=["templates"])
 

@@ -1,6 +1,6 @@
 """A session's step trace and forks from its steps; RAGFlow's `logs/{message_id}` and `rerun` routes.
 
-Everything is read from the session's LangGraph checkpoints (runtime/trace.py): no log is kept aside.
+Everything is read from the session's LangGraph checkpoints (runtime/run/steps.py): no log is kept aside.
 A fork runs through the same turn machinery as a completion (one turn per session at a time, the
 message log, cancellation) and answers the same way: RAGFlow's SSE, or the final JSON reply. Errors carry
 RAGFlow's code and their HTTP status (404 not found, 400 a request that does not fit, 409 a busy session).
@@ -13,13 +13,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from compiler import CompileError, compile_dsl
-from runtime.session import TurnRequest
-from runtime.trace import ForkError, abranches, atrace, atrace_message, fork_plan
-from server.auth import tenant
-from server.errors import ApiError, argument_error, not_found, ok
-from server.routes.agents import owned_agent, store
-from server.turns import answer, diagnostics_error, start_turn
+from canvas2graph.types import CompileError
+
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.runner import TurnRequest
+from canvas2graph.runtime.run.steps import ForkError, abranches, atrace, atrace_message, fork_plan
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ApiError, argument_error, not_found, ok
+from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.turns import answer, diagnostics_error, start_turn
 
 def http_status(request: Request) -> None:
     """Errors of these routes carry their HTTP status besides RAGFlow's code: 404 for a session, agent or

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from server.auth import tenant
-from server.errors import not_found, ok
-from server.routes.agents import owned_agent, store
-from server.views import version_view
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import not_found, ok
+from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.views import version_view
 
 router = APIRouter(prefix="/api/v1", tags=["versions"])
 

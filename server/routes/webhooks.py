@@ -1,4 +1,4 @@
-"""Webhook triggers (RAGFlow's `/agents/{id}/webhook` routes): the rules are in runtime/webhook.py, the
+"""Webhook triggers (RAGFlow's `/agents/{id}/webhook` routes): the rules are in server/backend/webhook.py, the
 runs in runtime/webhook_runs.py.
 
 `/webhook` is public: the agent's Begin says who may call it (its security settings). `/webhook/test`
@@ -16,21 +16,21 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from canvas2graph.types import CompileError
-from compiler import compile_dsl
-from runtime.conversations import SessionBusy
-from runtime.file_text import with_contents
-from runtime.files import FileStoreError
-from runtime.models import ModelConfigError
-from runtime.scripted import ScriptError
-from runtime.session import TurnRejected
-from runtime.store import Agent, webhook_bucket
-from runtime.webhook import (IMMEDIATELY, WebhookRefused, WebhookRequest, check_method, check_security,
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.server.backend.conversations import SessionBusy
+from canvas2graph.runtime.services.file_text import with_contents
+from canvas2graph.runtime.services.files import FileStoreError
+from canvas2graph.runtime.services.models import ModelConfigError
+from canvas2graph.runtime.services.scripted import ScriptError
+from canvas2graph.runtime.run.runner import TurnRejected
+from canvas2graph.server.backend.store import Agent, webhook_bucket
+from canvas2graph.server.backend.webhook import (IMMEDIATELY, WebhookRefused, WebhookRequest, check_method, check_security,
                              immediate_response, is_immediate, parse_request, run_payload, webhook_settings)
-from server.auth import tenant
-from server.errors import ApiError, argument_error, ok
-from server.routes.agents import int_param, owned_agent, store
-from server.uploads import Incoming, store_uploads
-from server.views import webhook_call_view
+from canvas2graph.server.auth import tenant
+from canvas2graph.server.errors import ApiError, argument_error, ok
+from canvas2graph.server.routes.agents import int_param, owned_agent, store
+from canvas2graph.server.uploads import Incoming, store_uploads
+from canvas2graph.server.views import webhook_call_view
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
 METHODS = ["POST", "GET", "PUT", "PATCH", "DELETE", "HEAD"]

@@ -17,7 +17,7 @@ from bench.differential.engines import missing, run_canvas2graph
 from bench.differential.generate import Case, cases
 from bench.differential.known import KNOWN
 from bench.differential.shrink import without
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 
 REPO = Path(__file__).resolve().parent.parent.parent
 

@@ -6,7 +6,7 @@ import contextlib
 import json
 from typing import Any, Iterator
 
-from runtime.checkpoint import is_postgres
+from canvas2graph.runtime.run.checkpoint import is_postgres
 
 # values that differ between two runs of the same turn (ids, clocks), left out when events are compared
 VARYING = {"message_id", "task_id", "created_at", "elapsed_time", "_created_time", "_elapsed_time", "session_id", "id"}

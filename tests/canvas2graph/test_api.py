@@ -17,9 +17,9 @@ from langgraph.types import Command
 
 import canvas2graph
 from canvas2graph import CompileError, RunContext
-from runtime.checkpoint import open_checkpointer
-from runtime.environment import reset_default_environment
-from runtime.scripted import Script
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.environment import reset_default_environment
+from canvas2graph.runtime.services.scripted import Script
 from tests.canvas2graph.support import comparable, sync_saver, thread
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
@@ -236,7 +236,7 @@ def run_cli(tmp_path: Path, dsl: dict, db: str, session: str, *, query: str = ""
     files = {name: tmp_path / f"{name}.json" for name in ("dsl", "script", "inputs")}
     files["dsl"].write_text(json.dumps(dsl))
     files["script"].write_text(json.dumps(SCRIPT))
-    args = [sys.executable, "-m", "runtime.cli", "run", str(files["dsl"]), "--format", "jsonl", "--db", db,
+    args = [sys.executable, "-m", "canvas2graph.cli", "run", str(files["dsl"]), "--format", "jsonl", "--db", db,
             "--session", session, "--query", query, "--llm-script", str(files["script"])]
     if inputs is not None:
         files["inputs"].write_text(json.dumps(inputs))

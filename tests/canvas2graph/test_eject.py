@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from canvas2graph.eject import Canvas, EjectError
-from compiler import compile_dsl
-from compiler.eject import to_python
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.python_writer import to_python
 from tests.conftest import REPO
 
 ECHO = {"components": {
@@ -55,7 +55,7 @@ def test_the_ejected_module_runs_a_turn_like_canvas2graph_run(tmp_path: Path):
     status, events, err = run(ejected(tmp_path, ECHO), "--query", "hello")
     assert status == 0, err
     (tmp_path / "echo.json").write_text(json.dumps(ECHO), encoding="utf-8")
-    cli = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(tmp_path / "echo.json"), "--query", "hello",
+    cli = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(tmp_path / "echo.json"), "--query", "hello",
                           "--format", "jsonl", "--db", str(tmp_path / "cli.db")], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
     expected = [json.loads(line) for line in cli.stdout.splitlines()]

@@ -246,7 +246,7 @@ def test_the_knowledge_base_demo_cites_its_chunk(clone):
 
 
 def test_the_mcp_config_example_loads(tmp_path):
-    from runtime.mcp import MCPServers
+    from canvas2graph.runtime.services.mcp import MCPServers
     path = tmp_path / "mcp.json"
     path.write_text(block('{"servers": {"calc"'))
     calc = MCPServers.load(path).get("calc")

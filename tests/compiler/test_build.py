@@ -6,11 +6,11 @@ after every branch. Either way the turn ends with the same events and the same c
 """
 from __future__ import annotations
 
-from compiler import compile_dsl
-from compiler.build import FINISH, one_at_a_time
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.build import FINISH, one_at_a_time
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 
 

@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from compiler import CompileError, Diagnostic, compile_dsl, diagnose
+from canvas2graph.types import CompileError, Diagnostic
+
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
 from tests.conftest import cpn, dsl
 
 
@@ -203,7 +205,7 @@ def test_only_ingestion_pipeline_components_are_unsupported_and_they_say_so(name
 
 
 def test_every_ragflow_agent_component_is_supported():
-    from nodes.registry import KNOWN_ELSEWHERE, lookup
+    from canvas2graph.nodes.registry import KNOWN_ELSEWHERE, lookup
     agent_components = ["Begin", "Message", "LLM", "Agent", "Categorize", "Switch", "Iteration", "IterationItem", "Loop",
                         "LoopItem", "ExitLoop", "UserFillUp", "VariableAssigner", "VariableAggregator",
                         "StringTransform", "ListOperations", "DataOperations", "Invoke", "DocGenerator",

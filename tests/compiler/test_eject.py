@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from compiler.eject import literal, to_python
-from runtime.cli import main
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.compiler.python_writer import literal, to_python
+from canvas2graph.cli import main
 from tests.conftest import REPO, shared_dir
 
 DEFAULT_LLM = "gpt-4o-mini@OpenAI"      # RAGFlow's templates leave some llm_ids for the user to choose

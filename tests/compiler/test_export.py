@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compiler import compile_dsl
-from compiler.export import to_json, to_mermaid
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.export import to_json, to_mermaid
 from tests.conftest import REPO, cpn, dsl, shared_dir
 
 
@@ -136,7 +136,7 @@ def run_cli(*args: str, tmp_path: Path, doc) -> subprocess.CompletedProcess:
     path = tmp_path / "dsl.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "CANVAS2GRAPH_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "export", str(path), *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", "export", str(path), *args], cwd=REPO,
                           capture_output=True, text=True, env=env, timeout=120)
 
 

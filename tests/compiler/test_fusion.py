@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl
-from compiler.fusion import chains
-from compiler.build import one_at_a_time
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.session import Runner, TurnRequest
-from runtime.trace import atrace
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.fusion import chains
+from canvas2graph.compiler.build import one_at_a_time
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
+from canvas2graph.runtime.run.steps import atrace
 from tests.conftest import cpn
 from tests.events import final_content, trace
 from tests.nodes.helpers import one_turn as run

@@ -1,4 +1,4 @@
-"""Canvases from RAGFlow v0.19 and before compile into today's components and run (compiler/legacy.py).
+"""Canvases from RAGFlow v0.19 and before compile into today's components and run (compiler/dsl/legacy.py).
 
 The data are RAGFlow v0.19.1's own agent templates (tests/fixtures/ragflow_v0_19, with their NOTICE).
 """
@@ -11,8 +11,8 @@ import pytest
 
 import canvas2graph
 from canvas2graph import CompileError, RunContext, Script
-from compiler.legacy import is_legacy, migrate_legacy
-from compiler.load import load_dsl
+from canvas2graph.compiler.dsl.legacy import is_legacy, migrate_legacy
+from canvas2graph.compiler.dsl.load import load_dsl
 from langgraph.checkpoint.memory import InMemorySaver
 
 OLD = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_v0_19"

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from compiler import diagnose
-from compiler.load import LEGACY_RENAMES, fill_default_llm, load_dsl, migrate, unwrap
-from compiler.model import DEFAULT_GLOBALS
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.compiler.dsl.load import LEGACY_RENAMES, fill_default_llm, load_dsl, migrate, unwrap
+from canvas2graph.compiler.dsl.model import DEFAULT_GLOBALS
 from tests.conftest import cpn, dsl
 
 BARE = dsl(**{"Message:A": cpn("Message", {"content": ["hi {sys.query}"]})})

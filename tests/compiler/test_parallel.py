@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from compiler.export import to_json, to_mermaid
-from compiler.parallel import COLLECT_PREFIX, ITEMS_PREFIX
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.compiler.export import to_json, to_mermaid
+from canvas2graph.compiler.parallel import COLLECT_PREFIX, ITEMS_PREFIX
 from tests.conftest import cpn
 from tests.events import final_content, finished, trace
 from tests.nodes.helpers import one_turn as run
@@ -246,7 +246,7 @@ def test_zero_and_one_run_items_one_at_a_time(value):
 
 
 def test_max_concurrency_shows_in_the_picture():
-    from compiler.picture import to_dot
+    from canvas2graph.compiler.picture import to_dot
     plan = compile_dsl(iteration({"LLM:Each": llm()}, concurrency=4)).plan
     assert "max_concurrency 4" in to_dot(plan)
 
@@ -257,7 +257,7 @@ async def test_an_ejected_parallel_iteration_runs_its_items_at_once(tmp_path):
     import sys
     from pathlib import Path
 
-    from compiler.eject import to_python
+    from canvas2graph.compiler.python_writer import to_python
     source = iteration({"LLM:Each": llm()}, concurrency=3)
     module = to_python(compile_dsl(source), source="agent.json")
     assert "canvas.parallel_iteration(builder, 'Iteration:I')" in module

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from compiler import compile_dsl
-from compiler.export import to_json
-from compiler.picture import DrawingError, render, to_dot
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.export import to_json
+from canvas2graph.compiler.picture import DrawingError, render, to_dot
 from tests.conftest import REPO, cpn, require_graphviz
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -210,7 +210,7 @@ def export(tmp_path: Path, doc: dict, *args: str, name: str = "desk.json") -> su
     path = tmp_path / name
     path.write_text(json.dumps(doc), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "CANVAS2GRAPH_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "export", str(path), *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", "export", str(path), *args], cwd=REPO,
                           capture_output=True, env=env, timeout=120)
 
 
@@ -240,7 +240,7 @@ def test_export_without_graphviz_says_what_to_install(tmp_path):
     env = {**os.environ, "PATH": "/nonexistent"}
     path = tmp_path / "desk.json"
     path.write_text(json.dumps(desk_dsl()), encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "runtime.cli", "export", str(path), "--format", "svg"],
+    result = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "export", str(path), "--format", "svg"],
                             cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert "apt-get install graphviz" in result.stderr and "Traceback" not in result.stderr

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import diagnose
-from compiler.refs import Ref, looks_like_ref, parse_ref, parse_template
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.compiler.dsl.refs import Ref, looks_like_ref, parse_ref, parse_template
 from tests.conftest import cpn, dsl
 
 VALUES = {"sys.query": "Q", "A@content": "a", "B@content": "b", "Cpn:X@result": "r", "env.city": "Paris",

@@ -14,7 +14,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from compiler import CompileError, compile_dsl, diagnose
+from canvas2graph.types import CompileError
+
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
 from tests.conftest import cpn, dsl, require_shared_file, shared_json_params
 
 

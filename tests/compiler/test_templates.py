@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import diagnose
-from compiler.load import load_dsl
-from nodes.registry import KNOWN_ELSEWHERE
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.compiler.dsl.load import load_dsl
+from canvas2graph.nodes.registry import KNOWN_ELSEWHERE
 from tests.conftest import require_shared_file, shared_dir, shared_json_params
 
 # The real defects, per file (SPEC 9, 9.1, 10.16): (code, component_id, field).

@@ -46,7 +46,7 @@ def command_lines(draw, folder: Path) -> list[str]:
 
 
 def run_cli(argv: list[str]) -> str:
-    from runtime.cli import main
+    from canvas2graph.cli import main
     out, err = io.BytesIO(), io.BytesIO()
     stdout = io.TextIOWrapper(out, encoding="utf-8", errors="strict", write_through=True)
     stderr = io.TextIOWrapper(err, encoding="utf-8", errors="strict", write_through=True)

@@ -18,8 +18,10 @@ from typing import Any, Iterator
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compiler import CompileError, compile_dsl, diagnose
-from compiler.export import to_json, to_mermaid
+from canvas2graph.types import CompileError
+
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.compiler.export import to_json, to_mermaid
 
 COMPILE_SECONDS = 20.0     # generated DSLs are small: anything near this is a hang, not a slow compile
 RUN_SECONDS = 60.0
@@ -91,7 +93,7 @@ NO_LOCAL_CODE = {"code": {"allow_local": False}}     # generated CodeExec script
 async def one_turn(runner, session: str, query: str, inputs: dict | None) -> list[dict] | None:
     """The turn's events; None when the request is refused before it starts (values no session can
     store), which is a clear answer too."""
-    from runtime.session import TurnFailed, TurnRejected, TurnRequest
+    from canvas2graph.runtime.run.runner import TurnFailed, TurnRejected, TurnRequest
     try:
         request = TurnRequest(query=query, inputs=inputs)
     except TurnRejected as e:
@@ -127,9 +129,9 @@ def check_turn(compiled, runner, events: list[dict]) -> str:
 
 
 async def _run(compiled, query: str, script: dict, inputs: dict | None) -> list[str]:
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner
 
     loaded = Script.load(script)
     runner = Runner(compiled, InMemorySaver(), ModelFactory(script=loaded), loaded, services=NO_LOCAL_CODE)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 from tests.fuzz.cli import run_cli
 from tests.fuzz.properties import check_compile, check_run
 from tests.fuzz.seeds import BUILT_IN, cpn, inc, message
@@ -35,9 +35,9 @@ def stopped_with(doc: dict, query: str = "q") -> str:
     """Run one turn; it must stop, and its reason is returned."""
     import asyncio
     from langgraph.checkpoint.memory import InMemorySaver
-    from runtime.models import ModelFactory
-    from runtime.scripted import Script
-    from runtime.session import Runner, TurnRequest
+    from canvas2graph.runtime.services.models import ModelFactory
+    from canvas2graph.runtime.services.scripted import Script
+    from canvas2graph.runtime.run.runner import Runner, TurnRequest
     compiled = check_compile(doc)
     script = Script.load(SCRIPT)
     runner = Runner(compiled, InMemorySaver(), ModelFactory(script=script), script)

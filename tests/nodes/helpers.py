@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler import compile_dsl, diagnose
-from runtime.checkpoint import open_checkpointer
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from canvas2graph.types import RunContext
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 
 
 def canvas(**components: dict) -> dict:

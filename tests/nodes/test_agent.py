@@ -5,11 +5,11 @@ import pytest
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compiler import compile_dsl, diagnose
-from nodes.llm import AnswerText, merge_think_blocks
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.nodes.llm import AnswerText, merge_think_blocks
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 
 CHUNKS = [{"content": "RAGFlow is an open-source RAG engine.", "docnm_kwd": "intro.md", "doc_id": "d1"},

@@ -29,7 +29,7 @@ def run_cli(dsl: dict, server: OpenAIServer, tmp_path: Path) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("CANVAS2GRAPH_")}
     env.update({"OPENAI_API_COMPATIBLE_BASE_URL": server.url, "OPENAI_API_COMPATIBLE_API_KEY": "sk-local",
                 "CANVAS2GRAPH_ARTIFACTS_DIR": str(tmp_path / "artifacts")})
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl_path), "--format", "jsonl",
+    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl_path), "--format", "jsonl",
                            "--db", str(tmp_path / "sessions.db"), "--query", "What is 6 times 7?"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 
-from compiler import compile_dsl, diagnose
-from runtime.checkpoint import open_checkpointer
-from runtime.file_text import HEADER
-from runtime.files import LocalFileStore
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.file_text import HEADER
+from canvas2graph.runtime.services.files import LocalFileStore
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn, dsl
 from tests.events import final_content
 from tests.nodes.helpers import state

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.categorize import pick_category
+from canvas2graph.nodes.categorize import pick_category
 from tests.nodes.helpers import build, context, errors, state
 
 CATEGORIES = {
@@ -62,7 +62,7 @@ def test_check_rules(params, text):
 def test_an_empty_llm_id_is_an_error_of_the_check_unless_a_default_model_fills_it():
     """RAGFlow's check() lets it through and the run fails; here the check names it (docs/compatibility.md)."""
     from tests.nodes.helpers import canvas
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     dsl = canvas(**{"Categorize:C": {"component_name": "Categorize", "params": {"category_description": {"a": {"to": ["Message:M"]}}}},
                     "Message:M": {"component_name": "Message", "params": {"content": ["x"]}}})
     compiled, diags = diagnose(dsl)

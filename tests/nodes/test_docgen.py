@@ -13,12 +13,12 @@ import docx
 import pytest
 from pypdf import PdfReader
 
-from compiler import compile_dsl
-from nodes.documents.fonts import pdf_fonts
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.nodes.documents.fonts import pdf_fonts
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn, dsl
 from tests.nodes.helpers import errors
 

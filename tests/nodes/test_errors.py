@@ -8,13 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langgraph.errors import NodeTimeoutError
 
-from compiler import compile_dsl
-from nodes.base import ComponentError
-from nodes.errors import ModelCallError, classify, is_retryable, retry_interval, retry_policy_for
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script, ScriptedChatModel
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.nodes.base import ComponentError
+from canvas2graph.nodes.errors import ModelCallError, classify, is_retryable, retry_interval, retry_policy_for
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.events import final_content, finished, trace
 from tests.conftest import cpn
 

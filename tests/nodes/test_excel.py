@@ -8,12 +8,12 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.files import LocalFileStore
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.files import LocalFileStore
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn, dsl
 from tests.nodes.helpers import errors
 

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.file_text import HEADER
-from runtime.files import LocalFileStore
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRejected, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.file_text import HEADER
+from canvas2graph.runtime.services.files import LocalFileStore
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRejected, TurnRequest
 from tests.events import final_content, finished, trace, user_inputs
 from tests.conftest import cpn
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.invoke import InvokeError
-from runtime.netguard import HostRefused
+from canvas2graph.nodes.invoke import InvokeError
+from canvas2graph.runtime.services.netguard import HostRefused
 from tests.conftest import cpn
 from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors, state

@@ -5,7 +5,7 @@ what a user sees: the event stream and the values that reach downstream componen
 """
 from __future__ import annotations
 
-from compiler import compile_dsl
+from canvas2graph.compiler.canvas import compile_dsl
 from tests.events import final_content, finished, trace
 from tests.nodes.helpers import one_turn as run
 from tests.conftest import cpn

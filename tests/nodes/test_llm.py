@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.llm import parse_json_answer
-from runtime.values import PENDING
+from canvas2graph.nodes.llm import parse_json_answer
+from canvas2graph.runtime.graph.values import PENDING
 from tests.nodes.helpers import context, errors, state
 
 MESSAGE = {"Message:M": {"component_name": "Message", "params": {"content": ["{LLM:A@content}"]}}}
@@ -13,7 +13,7 @@ MESSAGE = {"Message:M": {"component_name": "Message", "params": {"content": ["{L
 def llm(params: dict | None = None, downstream: list | None = None, **more):
     params = {"llm_id": "m@OpenAI", **(params or {})}
     from tests.nodes.helpers import canvas
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     comps = {"LLM:A": {"component_name": "LLM", "params": params, "downstream": downstream or []}, **more}
     compiled, diags = diagnose(canvas(**comps))
     assert compiled is not None, [str(d) for d in diags]

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from nodes.llm import to_langchain
-from runtime.checkpoint import open_checkpointer
-from runtime.file_text import HEADER
-from runtime.files import LocalFileStore
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.nodes.llm import to_langchain
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.file_text import HEADER
+from canvas2graph.runtime.services.files import LocalFileStore
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 from tests.openai_server import OpenAIServer
 
@@ -240,7 +240,7 @@ def cli(tmp_path: Path, dsl: dict, *args: str, env: dict | None = None) -> subpr
     (tmp_path / "agent.json").write_text(json.dumps(dsl))
     base = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("CANVAS2GRAPH_")}
     base.update({"PYTHONPATH": str(REPO), "CANVAS2GRAPH_FILES_DIR": str(tmp_path / "files"), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, env=base, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, env=base, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from nodes.loop import ConditionError, holds
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.nodes.loop import ConditionError, holds
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.events import final_content, finished, trace
 from tests.nodes.helpers import one_turn as run
 from tests.conftest import cpn

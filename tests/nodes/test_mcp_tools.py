@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from nodes.mcp_tools import MCPTool, mcp_sessions
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.nodes.mcp_tools import MCPTool, mcp_sessions
 from canvas2graph.types import RunContext
-from runtime.mcp import MCPServerNotConfigured, MCPServers
+from canvas2graph.runtime.services.mcp import MCPServerNotConfigured, MCPServers
 from tests.conftest import cpn
 
 ADD = {"name": "add", "description": "Add two integers.",

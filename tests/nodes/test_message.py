@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from runtime.event_order import TASK_KEY
-from runtime.state import build_state_schema
-from runtime.values import PENDING
+from canvas2graph.runtime.graph.event_order import TASK_KEY
+from canvas2graph.runtime.graph.state import build_state_schema
+from canvas2graph.runtime.graph.values import PENDING
 from tests.nodes.helpers import build, context, errors, state
 
 
@@ -24,7 +24,7 @@ async def collect(node, st, ctx=None):
         if mode == "updates":
             update = chunk["m"]
         elif "event" in chunk:
-            # every message names the graph node that wrote it (runtime/event_order.py): here always "m"
+            # every message names the graph node that wrote it (runtime/graph/event_order.py): here always "m"
             assert chunk.pop(TASK_KEY) == "m"
             items.append(chunk)
     return update, items

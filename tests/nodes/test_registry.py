@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 FIRST_COMPILES_AT_ONCE = """
 import json, threading
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 dsl = {"components": {
     "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["LLM:A"]},
     "LLM:A": {"obj": {"component_name": "LLM", "params": {"llm_id": "m@OpenAI",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.switch import compare
+from canvas2graph.nodes.switch import compare
 from tests.nodes.helpers import build, errors, state
 
 

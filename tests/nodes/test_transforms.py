@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 
 GLOBALS = {"sys.query": "x", "env.city": "Paris"}
 

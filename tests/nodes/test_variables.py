@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 
 GLOBALS = {"sys.query": "x", "env.n": 0, "env.items": [], "env.more": [], "env.text": "", "env.obj": {}, "env.v": None}
 LIST = "ListOperations:L"          # a component whose outputs the assigner may write into

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def eject(dsl: str) -> Path:
-    from runtime.cli import main
+    from canvas2graph.cli import main
     folder = Path(os.environ.get("CANVAS2GRAPH_EJECT_DIR") or tempfile.mkdtemp(prefix="ejected-"))
     folder.mkdir(parents=True, exist_ok=True)
     case = Path(dsl).resolve()

@@ -36,7 +36,7 @@ def _cases(folder: Path) -> list[str]:
 
 
 def _check(cases_dir: Path, case: str, level: str) -> None:
-    cli = f"{sys.executable} -m runtime.cli"
+    cli = f"{sys.executable} -m canvas2graph.cli"
     # recorded offline, where tools have no keys: a key in the caller's environment (TAVILY_API_KEY, say)
     # would make a tool that failed in RAGFlow's recording try the network instead
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET_KEY", "_COOKIE"))}

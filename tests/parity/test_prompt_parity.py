@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compiler import compile_dsl
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 
 CASES = Path(__file__).resolve().parent / "prompts" / "cases"
 ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}

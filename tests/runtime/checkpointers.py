@@ -6,7 +6,7 @@ Fixtures (made visible to every test by `tests/conftest.py`):
 - `durable_url`: a SQLite file path or the PostgreSQL URL: for tests that continue a session in
   another process.
 
-Each value is what `runtime.checkpoint.open_checkpointer` and the CLI's `--db` accept. PostgreSQL
+Each value is what `canvas2graph.runtime.run.checkpoint.open_checkpointer` and the CLI's `--db` accept. PostgreSQL
 is `$CANVAS2GRAPH_TEST_POSTGRES` (default `postgresql://postgres@127.0.0.1:5432/test`); when it is
 unreachable its tests skip, saying why, except under CI=true, where they fail. Tests isolate
 themselves with unique session ids (`new_session()`), never by dropping LangGraph's tables, so

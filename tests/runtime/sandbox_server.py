@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import replace
 from typing import Any
 
-from runtime.sandbox import CodePolicy
-from runtime.sandbox.local import run_local
+from canvas2graph.runtime.services.sandbox import CodePolicy
+from canvas2graph.runtime.services.sandbox.local import run_local
 
 
 class SandboxServer:

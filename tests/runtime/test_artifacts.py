@@ -2,7 +2,7 @@
 recorded as that tenant's: the server's authenticated routes find them for it and for no one else."""
 from __future__ import annotations
 
-from runtime.sandbox import CodePolicy, owned_artifact, store_document, stored_artifact
+from canvas2graph.runtime.services.sandbox import CodePolicy, owned_artifact, store_document, stored_artifact
 
 
 def test_a_tenants_artifact_is_found_by_its_id_or_name_for_that_tenant_only(tmp_path):

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from runtime.bridge import run_sync, sync_twin
+from canvas2graph.runtime.graph.bridge import run_sync, sync_twin
 
 WHO = contextvars.ContextVar("who", default="nobody")
 

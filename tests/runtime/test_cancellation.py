@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script, ScriptedChatModel
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.runtime.test_cli_run import REPO, SlowModelServer
 
 class SlowModel(ScriptedChatModel):
@@ -76,7 +76,7 @@ def test_ctrl_c_in_the_cli_cancels_after_the_running_step(tmp_path):
     path.write_text(json.dumps(dsl))
     db = str(tmp_path / "s.db")
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "run", str(path), "--query", "go", "--format", "jsonl",
+        proc = subprocess.Popen([sys.executable, "-m", "canvas2graph.cli", "run", str(path), "--query", "go", "--format", "jsonl",
                                  "--db", db, "--session", "c1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env={**os.environ, "OPENAI_API_COMPATIBLE_BASE_URL": server.url})
         assert server.received.wait(30)           # LLM:A is running, waiting on the server

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from runtime.checkpoint import open_checkpointer
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
 
 
 async def pragma(saver, name: str):

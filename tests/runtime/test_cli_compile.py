@@ -24,7 +24,7 @@ BROKEN = dsl(**{"LLM:A": cpn("LLM", {"llm_id": ""}, ["Message:Gone"]), "Message:
 def command() -> list[str]:
     """The installed console script, or the module when the venv has no script."""
     script = Path(sys.executable).with_name("canvas2graph")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runtime.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "canvas2graph.cli"]
 
 
 def compile_cli(target, *args: str, tmp_path: Path | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:

@@ -11,12 +11,12 @@ from tests.conftest import REPO, need_sandbox
 
 
 def cli(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env})
 
 
 def test_the_help_summary_names_every_command(tmp_path):
-    from runtime.cli import parser
+    from canvas2graph.cli.parser import parser
     commands = next(a for a in parser()._actions if a.dest == "command").choices
     out = " ".join(cli(tmp_path, "--help").stdout.split())
     summary = out[out.index("COMMAND "):out.index("COMMAND --help says more")]

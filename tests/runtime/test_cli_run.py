@@ -76,7 +76,7 @@ class SlowModelServer:
 
 
 def cli(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, **kw)
 
 
@@ -109,7 +109,7 @@ def test_a_missing_api_key_is_one_clear_line_naming_the_component_and_variable(t
     dsl.write_text(json.dumps({"components": {**DSL["components"], "LLM:A": {
         "obj": {"component_name": "LLM", "params": {"llm_id": "gpt-4o@OpenAI"}}, "downstream": ["Message:M"]}}}))
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl), "--query", "hi", "--db", str(tmp_path / "s.db")],
+    proc = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl), "--query", "hi", "--db", str(tmp_path / "s.db")],
                           cwd=REPO, capture_output=True, text=True, env=env)
     assert proc.returncode == 2
     assert "LLM:A" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
@@ -121,7 +121,7 @@ def test_a_stopped_turn_exits_1_after_reporting_the_failed_component(tmp_path):
     dsl.write_text(json.dumps(DSL))
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"error": "rate limited"}]))
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl), "--query", "hi", "--format", "jsonl",
+    proc = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl), "--query", "hi", "--format", "jsonl",
                            "--llm-script", str(script), "--db", str(tmp_path / "s.db")], cwd=REPO, capture_output=True, text=True)
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 1
@@ -139,7 +139,7 @@ def test_a_bad_inputs_file_is_refused_with_its_name(tmp_path, content, message):
     dsl.write_text(json.dumps(DSL))
     inputs = tmp_path / "inputs.json"
     inputs.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl), "--inputs", str(inputs),
+    proc = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl), "--inputs", str(inputs),
                            "--db", str(tmp_path / "s.db")], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert message in proc.stderr and "inputs.json" in proc.stderr
@@ -151,7 +151,7 @@ def test_pretty_output_shows_steps_and_the_streamed_answer(tmp_path):
     dsl.write_text(json.dumps(DSL))
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["Hello there."]))
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl), "--query", "hi", "--llm-script", str(script),
+    proc = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl), "--query", "hi", "--llm-script", str(script),
                            "--db", str(tmp_path / "s.db"), "--session", "demo"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "session demo" in proc.stdout

@@ -1,4 +1,4 @@
-"""Code execution for CodeExec (runtime.sandbox): RAGFlow's `main` convention run in the local bubblewrap
+"""Code execution for CodeExec (canvas2graph.runtime.services.sandbox): RAGFlow's `main` convention run in the local bubblewrap
 sandbox with limits, or sent to a RAGFlow sandbox executor manager; and the policy that chooses between
 them. What a hostile script cannot do in the sandbox is in test_sandbox_hostile.py."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.sandbox import CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable, SandboxUnusable, run_code
+from canvas2graph.runtime.services.sandbox import CodePolicy, CodePolicyError, CodeRefused, SandboxUnavailable, SandboxUnusable, run_code
 from tests.conftest import need_sandbox
 from tests.runtime.sandbox_server import SandboxServer
 

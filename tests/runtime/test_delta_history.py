@@ -1,14 +1,14 @@
-"""The conversation's history and globals are written as appends (runtime/state.py): a turn stores what it
+"""The conversation's history and globals are written as appends (runtime/graph/state.py): a turn stores what it
 adds, the whole value is stored only at LangGraph's `DeltaChannel` snapshots, and every checkpointer
 rebuilds the same state, so LangGraph's get_state / update_state / history keep working."""
 from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl
-from runtime import state as state_module
-from runtime.checkpoint import open_checkpointer
-from runtime.state import (appended, combine_updates, merge_globals, reduce_globals, reduce_history,
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.graph import state as state_module
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.graph.state import (appended, combine_updates, merge_globals, reduce_globals, reduce_history,
                            with_update)
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn

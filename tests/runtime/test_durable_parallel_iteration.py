@@ -13,9 +13,9 @@ import os
 import signal
 import subprocess
 
-from compiler import compile_dsl
-from compiler.parallel import ITEMS_PREFIX
-from runtime.checkpoint import open_checkpointer
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.compiler.parallel import ITEMS_PREFIX
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import REPO, ModelServer, cli_args, events_of, finished, run_cli

@@ -16,11 +16,11 @@ import threading
 import uuid
 from pathlib import Path
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
 from tests.openai_server import OpenAIServer
@@ -73,7 +73,7 @@ def _file(folder: Path, value) -> str:
 
 def cli_args(tmp_path: Path, dsl: dict, db: str, session: str, *, query: str = "", inputs: dict | None = None,
              script: list | None = None) -> list[str]:
-    args = [sys.executable, "-m", "runtime.cli", "run", _file(tmp_path, dsl), "--format", "jsonl",
+    args = [sys.executable, "-m", "canvas2graph.cli", "run", _file(tmp_path, dsl), "--format", "jsonl",
             "--db", db, "--session", session, "--query", query]
     if inputs is not None:
         args += ["--inputs", _file(tmp_path, inputs)]

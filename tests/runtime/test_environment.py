@@ -8,10 +8,10 @@ import pytest
 from langgraph.runtime import RunControl, Runtime
 
 from canvas2graph.types import RunContext
-from runtime.environment import ModelSource, RunEnvironment, RunSettings, resolve_context
-from runtime.mcp import MCPConfigError
-from runtime.models import ModelFactory
-from runtime.scripted import Script, ScriptError
+from canvas2graph.runtime.services.environment import ModelSource, RunEnvironment, RunSettings, resolve_context
+from canvas2graph.runtime.services.mcp import MCPConfigError
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script, ScriptError
 from tests.conftest import cpn
 
 
@@ -54,7 +54,7 @@ def test_a_broken_script_or_mcp_file_fails_when_the_environment_is_read_naming_t
 
 
 async def test_the_retrieval_backend_opens_once_and_only_for_canvases_that_retrieve(tmp_path):
-    from compiler.model import ComponentEntry
+    from canvas2graph.compiler.dsl.model import ComponentEntry
     env = RunEnvironment(RunSettings(retrieval=f"sqlite:///{tmp_path / 'kb.db'}"))
     retrieving = {"Retrieval:R": ComponentEntry("Retrieval:R", "Retrieval", {}, [])}
     chatting = {"Message:M": ComponentEntry("Message:M", "Message", cpn("Message")["obj"]["params"], [])}
@@ -68,7 +68,7 @@ async def test_the_retrieval_backend_opens_once_and_only_for_canvases_that_retri
 
 def test_a_run_without_a_context_gets_one_context_for_all_its_nodes(monkeypatch, tmp_path):
     monkeypatch.setenv("CANVAS2GRAPH_LLM_SCRIPT", write(tmp_path, "script.json", ["hi"]))
-    from runtime import environment
+    from canvas2graph.runtime.services import environment
     environment.reset_default_environment()
     try:
         run, other = RunControl(), RunControl()

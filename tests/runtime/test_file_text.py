@@ -9,10 +9,10 @@ import docx
 import openpyxl
 import pytest
 
-from nodes.documents import Layout, render
-from runtime.file_text import HEADER, file_content, with_contents
-from runtime.files import FileStoreError, LoadedFile, LocalFileStore
-from runtime.values import as_json_text, as_python_text
+from canvas2graph.nodes.documents import Layout, render
+from canvas2graph.runtime.services.file_text import HEADER, file_content, with_contents
+from canvas2graph.runtime.services.files import FileStoreError, LoadedFile, LocalFileStore
+from canvas2graph.runtime.graph.values import as_json_text, as_python_text
 
 
 def loaded(name: str, data: bytes, mime: str) -> LoadedFile:

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from canvas2graph import RunContext
-from runtime.cli import main
-from runtime.scripted import Script
-from runtime.langgraph_server import graph_id
+from canvas2graph.cli import main
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.cli.langgraph_server import graph_id
 from tests.conftest import cpn
 from tests.server.helpers import CHAT_DSL, DRAFT, FEEDBACK_DSL, FINAL, SCRIPT, TIPS, chat_answer, free_port
 

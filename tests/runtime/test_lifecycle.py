@@ -1,4 +1,4 @@
-"""Session lifecycle (runtime/lifecycle.py, `canvas2graph sessions`): list, show, delete, prune, expire.
+"""Session lifecycle (runtime/run/lifecycle.py, `canvas2graph sessions`): list, show, delete, prune, expire.
 
 Sessions are made by real turns (a scripted model) on a SQLite file and on PostgreSQL. On PostgreSQL,
 which other test runs may share, only deletion by id and the dry run of `prune` are exercised: a real
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import lifecycle
-from runtime.checkpoint import is_postgres
-from runtime.store import open_store
+from canvas2graph.runtime.run import lifecycle
+from canvas2graph.runtime.run.checkpoint import is_postgres
+from canvas2graph.server.backend.store import open_store
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def sessions_cli(db: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "sessions", *args, "--db", db], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", "sessions", *args, "--db", db], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
 
 

@@ -1,6 +1,6 @@
 """A 1,000-turn conversation killed with SIGKILL in the middle of a turn resumes in another process, on SQLite
 and PostgreSQL: its history and globals are rebuilt from LangGraph's `DeltaChannel` snapshots and the writes
-after them (runtime/state.py), across several snapshots (one every `SNAPSHOT_EVERY` updates).
+after them (runtime/graph/state.py), across several snapshots (one every `SNAPSHOT_EVERY` updates).
 
 The 999 turns before the killed one run in this process with a scripted model (about a minute per store on
 two cores); the killed turn and its resume run in `canvas2graph run` processes against a local model server."""
@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
-from runtime.state import SNAPSHOT_EVERY
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
+from canvas2graph.runtime.graph.state import SNAPSHOT_EVERY
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import (CHAIN_DSL, REPO, ModelServer, cli_args, events_of, names, run_cli,
                                                  session_state)

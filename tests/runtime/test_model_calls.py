@@ -7,8 +7,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableLambda
 
-from runtime import model_calls
-from runtime.scripted import Script, ScriptedChatModel
+from canvas2graph.runtime.services import model_calls
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
 
 
 class Seen(AsyncCallbackHandler):

@@ -1,4 +1,4 @@
-"""runtime.models: llm_id -> ChatOpenAI resolution. No test talks to a real provider."""
+"""canvas2graph.runtime.services.models: llm_id -> ChatOpenAI resolution. No test talks to a real provider."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from tests.openai_server import OpenAIServer  # noqa: E402
-from runtime.models import (  # noqa: E402
+from canvas2graph.runtime.services.models import (  # noqa: E402
     ModelConfigError,
     ModelFactory,
     ProviderConfig,
@@ -328,7 +328,7 @@ def test_models_are_cached() -> None:
 
 
 def test_script_replaces_every_model() -> None:
-    scripted = pytest.importorskip("runtime.scripted")
+    scripted = pytest.importorskip("canvas2graph.runtime.services.scripted")
     script = scripted.Script.load(["hello from the script"])
     factory = ModelFactory(script=script, env={})  # no keys at all
     factory.check("m@Nowhere")

@@ -1,4 +1,4 @@
-"""The host guard (runtime.netguard): which addresses are refused, how a name is pinned to the address
+"""The host guard (canvas2graph.runtime.services.netguard): which addresses are refused, how a name is pinned to the address
 checked, and the HTTP transports that check every connection they open (redirects and proxies included).
 
 The tests run against real HTTP servers on 127.0.0.1, which stand for public hosts through a fake
@@ -16,7 +16,7 @@ import httpx2
 import pytest
 import trustme
 
-from runtime.netguard import HostGuard, HostRefused, public
+from canvas2graph.runtime.services.netguard import HostGuard, HostRefused, public
 from tests.fake_dns import FakeDNS
 from tests.nodes.tools.support import FakeService, Reply
 

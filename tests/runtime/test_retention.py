@@ -1,14 +1,14 @@
-"""Retention (runtime/retention.py): every step of the last turns, only the trace of older ones, on SQLite and
+"""Retention (runtime/run/retention.py): every step of the last turns, only the trace of older ones, on SQLite and
 PostgreSQL. The conversation goes on as if nothing was compacted; the trace lists every turn; a fork from a
 compacted step is refused saying so; deleting the session deletes the stored traces too."""
 from __future__ import annotations
 
 import pytest
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.retention import compacted_turns, keep_turns
-from runtime.trace import ForkError, atrace, fork_plan
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.run.retention import compacted_turns, keep_turns
+from canvas2graph.runtime.run.steps import ForkError, atrace, fork_plan
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
 
@@ -57,8 +57,8 @@ async def test_older_turns_keep_their_trace_and_the_last_ones_every_step(durable
 
 
 async def test_deleting_a_session_deletes_its_compacted_turns(tmp_path, monkeypatch):
-    from runtime.lifecycle import delete_sessions
-    from runtime.store import open_store
+    from canvas2graph.runtime.run.lifecycle import delete_sessions
+    from canvas2graph.server.backend.store import open_store
     monkeypatch.setenv("CANVAS2GRAPH_KEEP_TURNS", "1")
     db, session = str(tmp_path / "s.db"), new_session()
     async with open_checkpointer(db) as saver:

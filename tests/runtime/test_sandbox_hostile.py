@@ -1,4 +1,4 @@
-"""Hostile scripts, in Python and JavaScript, against CodeExec's local sandbox (runtime/sandbox/bubblewrap.py).
+"""Hostile scripts, in Python and JavaScript, against CodeExec's local sandbox (runtime/services/sandbox/bubblewrap.py).
 
 Each attack is what a tenant could send through an Agent's `execute_code` or a CodeExec node: read the
 secrets of the process that runs it, read the sessions database or the machine's files, write outside
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.sandbox import CodePolicy, run_code
+from canvas2graph.runtime.services.sandbox import CodePolicy, run_code
 from tests.runtime.test_code_exec import gone, marker, need_node
 
 SECRET = "sk-canvas2graph-test-secret-4242"
@@ -350,7 +350,7 @@ async def test_the_script_has_no_privileges_and_cannot_make_namespaces_of_its_ow
 UNPRIVILEGED_CALLER = '''
 import asyncio, json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from runtime.sandbox import CodePolicy, run_code
+from canvas2graph.runtime.services.sandbox import CodePolicy, run_code
 code = open(sys.argv[3]).read()
 run = asyncio.run(run_code("python", code, {"mark": sys.argv[4]}, CodePolicy(python=sys.executable, timeout=20,
                                                                               max_processes=12)))

@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project is not installed in the venv
 
-from runtime.scripted import (  # noqa: E402
+from canvas2graph.runtime.services.scripted import (  # noqa: E402
     Reply,
     Script,
     ScriptedChatModel,

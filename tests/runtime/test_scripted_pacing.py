@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from runtime import scripted
-from runtime.scripted import Script, ScriptError, ScriptedChatModel
+from canvas2graph.runtime.services import scripted
+from canvas2graph.runtime.services.scripted import Script, ScriptError, ScriptedChatModel
 
 
 @pytest.fixture

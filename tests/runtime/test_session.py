@@ -4,12 +4,12 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script, ScriptedChatModel
-from runtime.session import Runner, TurnFailed, TurnRequest
-from runtime.state import HISTORY
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script, ScriptedChatModel
+from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRequest
+from canvas2graph.runtime.graph.state import HISTORY
 
 SEEN: list[list] = []
 
@@ -195,7 +195,7 @@ async def test_a_turn_whose_join_ends_after_another_branch_finishes_once_with_th
 
 
 async def test_a_turn_that_exceeds_its_step_limit_fails_clearly_and_the_next_request_starts_a_new_turn(monkeypatch):
-    import compiler
+    from canvas2graph.compiler import canvas as compiler
     compiled = compile_dsl(counting_loop(5))
     async with open_checkpointer(None) as saver:
         runner = Runner(compiled, saver, ModelFactory())

@@ -1,4 +1,4 @@
-"""SQLite checkpoints store a channel's value only when it changes (runtime/sqlite_blobs.py), compressed
+"""SQLite checkpoints store a channel's value only when it changes (runtime/run/sqlite_blobs.py), compressed
 from 2 KB, and read the files earlier versions wrote (whole values inline in each checkpoint row)."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.sqlite_blobs import COMPRESS_FROM, CompressingSerializer
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.run.sqlite_blobs import COMPRESS_FROM, CompressingSerializer
 from tests.runtime.checkpointers import new_session
 from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
 

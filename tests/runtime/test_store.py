@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from runtime.store import StoreError, open_store, process_owner
+from canvas2graph.server.backend.store import StoreError, open_store, process_owner
 
 DSL = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": []}}}
 
@@ -116,7 +116,7 @@ async def test_a_database_that_dies_with_the_process_is_refused():
 
 # --- versions, tags, webhook calls, rate limits ------------------------------------------------------
 async def test_versions_follow_ragflows_save_rules(durable_url):
-    from runtime.store import MAX_DRAFT_VERSIONS
+    from canvas2graph.server.backend.store import MAX_DRAFT_VERSIONS
     async with open_store(durable_url) as store:
         who = tenant()
         agent = await store.create_agent(who, "versioned", DSL)
@@ -153,7 +153,7 @@ async def test_tags_are_normalized_counted_and_filter_the_agent_list(durable_url
 
 async def test_webhook_calls_keep_the_newest_and_go_with_their_agent(durable_url):
     import time
-    from runtime.store import WEBHOOK_CALLS_KEPT, WebhookCall
+    from canvas2graph.server.backend.store import WEBHOOK_CALLS_KEPT, WebhookCall
     async with open_store(durable_url) as store:
         who = tenant()
         agent = await store.create_agent(who, "hooked", DSL)

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import zipfile
 
-from runtime.store import open_store
-from runtime.templates import find_template, templates
+from canvas2graph.server.backend.store import open_store
+from canvas2graph.server.backend.templates import find_template, templates
 from tests.conftest import REPO, shared_dir
 
-CLI = [sys.executable, "-m", "runtime.cli"]
+CLI = [sys.executable, "-m", "canvas2graph.cli"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -16,12 +16,12 @@ from langgraph.types import Command
 
 import canvas2graph
 from canvas2graph.types import RunContext
-from compiler import compile_dsl
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
-from runtime.trace import ForkError, atrace, atrace_message, fork_plan
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
+from canvas2graph.runtime.run.steps import ForkError, atrace, atrace_message, fork_plan
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
 
@@ -297,7 +297,7 @@ async def test_the_async_facade_is_the_same_trace():
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""Tracing (runtime/tracing.py): a `canvas2graph run` shows up in LangSmith and in Langfuse named after the
+"""Tracing (runtime/services/observability.py): a `canvas2graph run` shows up in LangSmith and in Langfuse named after the
 agent, grouped by its session, with each component's id and type on its node's run, each model call
 with its token usage, and each Agent tool call as a tool run; with tracing off, nothing is added.
 
@@ -17,11 +17,11 @@ import time
 import pytest
 from langsmith.run_helpers import tracing_context
 
-from compiler import compile_dsl
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
-from runtime.tracing import trace_config, tool_run
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
+from canvas2graph.runtime.services.observability import trace_config, tool_run
 from tests.conftest import REPO
 from tests.runtime.trace_collectors import LangfuseCollector, LangSmithCollector
 
@@ -50,7 +50,7 @@ def langfuse_env(collector: LangfuseCollector) -> dict[str, str]:
 
 def run_cli(tmp_path, env: dict[str, str], session: str) -> list[dict]:
     """One `canvas2graph run` turn of the demo; its RAGFlow events."""
-    result = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(DEMO), "--llm-script", str(DEMO_SCRIPT),
+    result = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(DEMO), "--llm-script", str(DEMO_SCRIPT),
                              "--query", QUERY, "--session", session, "--db", str(tmp_path / "sessions.db"),
                              "--format", "jsonl"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -176,7 +176,7 @@ def test_a_template_title_names_the_trace(tmp_path):
     template.write_text(json.dumps({"title": {"en": "Data analyst"}, "dsl": json.loads(DEMO.read_text())}))
     with LangSmithCollector() as ls:
         env = clean_env(**langsmith_env(ls))
-        result = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(template), "--llm-script",
+        result = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(template), "--llm-script",
                                  str(DEMO_SCRIPT), "--query", QUERY, "--db", str(tmp_path / "s.db")],
                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr

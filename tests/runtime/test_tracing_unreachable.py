@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from runtime.tracing import unreachable
+from canvas2graph.runtime.services.observability import unreachable
 from tests.runtime.test_tracing import DEMO, DEMO_SCRIPT, QUERY, clean_env
 from tests.conftest import REPO
 
@@ -27,7 +27,7 @@ def closed_port_url() -> str:
 ])
 def test_a_run_whose_tracer_is_unreachable_says_so_in_one_line_and_answers(tmp_path, tracer, settings):
     url = closed_port_url()
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(DEMO), "--llm-script", str(DEMO_SCRIPT),
+    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(DEMO), "--llm-script", str(DEMO_SCRIPT),
                            "--query", QUERY, "--db", str(tmp_path / "s.db"), "--format", "jsonl"],
                           cwd=REPO, env=clean_env(**settings(url)), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0

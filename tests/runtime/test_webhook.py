@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.webhook import (WebhookRefused, WebhookRequest, extract, immediate_response, parse_request,
+from canvas2graph.server.backend.webhook import (WebhookRefused, WebhookRequest, extract, immediate_response, parse_request,
                              run_payload, webhook_settings)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "runtime.cli"]
+CLI = [sys.executable, "-m", "canvas2graph.cli"]
 SSE_STREAM = re.compile(r"^(data:\{.*?\}\n\n)*data:\[DONE\]\n\n$", re.S)
 
 # The script every test server answers with: fixed replies for the components the tests name,

@@ -101,8 +101,8 @@ def test_a_generated_document_is_offered_as_a_download_this_server_serves(api):
 
 
 def test_the_server_refuses_the_browser_unless_allowed(api, tmp_path):
-    from server.config import ServerConfig
-    from server.services import RunServices
+    from canvas2graph.server.config import ServerConfig
+    from canvas2graph.server.services import RunServices
     assert RunServices(ServerConfig(db=str(tmp_path / "a.db"))).base["browser"] == {"allow": False}
     assert RunServices(ServerConfig(db=str(tmp_path / "b.db"), allow_browser=True)).base["browser"] == {"allow": True}
     dsl = {"components": {"begin": cpn("Begin", {}, ["Browser:B"]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from nodes.registry import REGISTRY, lookup
+from canvas2graph.nodes.registry import REGISTRY, lookup
 from tests.server.helpers import Api, Server, make_token
 
 

@@ -42,7 +42,7 @@ def test_compile_and_run_routes_use_the_default_too(api):
 
 
 def _nested(depth: int) -> dict:
-    """A DSL whose Message content nests `depth` levels deep (lists in objects, past compiler.load.MAX_DEPTH)."""
+    """A DSL whose Message content nests `depth` levels deep (lists in objects, past canvas2graph.compiler.dsl.load.MAX_DEPTH)."""
     value: object = "deep"
     for i in range(depth):
         value = [value] if i % 2 else {"k": value}

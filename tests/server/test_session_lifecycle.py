@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from langgraph.checkpoint.base import empty_checkpoint
-from runtime.checkpoint import is_postgres
-from runtime.store import open_store
+from canvas2graph.runtime.run.checkpoint import is_postgres
+from canvas2graph.server.backend.store import open_store
 from tests.server.helpers import CHAT_DSL, Api, Server, make_token
 
 MANY = 10_000
@@ -133,7 +133,7 @@ def test_serve_with_a_session_ttl_deletes_idle_sessions(tmp_path):
 def test_serve_refuses_a_session_ttl_that_is_no_duration(tmp_path):
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "serve", "--db", str(tmp_path / "s.db"),
+    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
                            "--session-ttl", "forever"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--session-ttl: 'forever' is not a duration" in done.stderr

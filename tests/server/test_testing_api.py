@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
+from canvas2graph.cli import main
 from tests.server.helpers import Api, Server, make_token, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

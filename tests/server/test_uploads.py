@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.errors import ApiError
-from server.uploads import MB, RAGFLOW_TYPES, UploadLimitsError, UploadPolicy, fetch_url
+from canvas2graph.server.errors import ApiError
+from canvas2graph.server.uploads import MB, RAGFLOW_TYPES, UploadLimitsError, UploadPolicy, fetch_url
 
 
 def write(tmp_path, text: str) -> str:

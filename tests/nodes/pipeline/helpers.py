@@ -5,10 +5,10 @@ import asyncio
 from typing import Any
 
 from canvas2graph.types import RunContext
-from compiler.model import ComponentEntry
-from compiler.plan import CanvasInfo
-from nodes.pipeline.base import Job
-from nodes.registry import lookup_pipeline
+from canvas2graph.compiler.dsl.model import ComponentEntry
+from canvas2graph.compiler.dsl.model import CanvasInfo
+from canvas2graph.nodes.pipeline.base import Job
+from canvas2graph.nodes.registry import lookup_pipeline
 
 
 def node(name: str, params: dict[str, Any] | None = None, cid: str | None = None):

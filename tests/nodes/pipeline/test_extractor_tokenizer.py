@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime.retrieval.embedded import EmbeddedBackend
-from runtime.scripted import Script
-from runtime.environment import RunEnvironment, RunSettings
+from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
 from tests.conftest import REPO
 from tests.nodes.pipeline.helpers import node, run
 
@@ -48,7 +48,7 @@ def test_the_chunk_summary_template_ingests_with_scripted_summaries(tmp_path):
     (docs / "kettle.md").write_text("# Kettle\n\nThe kettle boils a litre in two minutes.\n")
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"by_component": {"Extractor:SharpTaxisSay": ["A fast electric kettle."]}}))
-    out = subprocess.run([sys.executable, "-m", "runtime.cli", "ingest", str(SHIPPED / "chunk_summary.json"),
+    out = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "ingest", str(SHIPPED / "chunk_summary.json"),
                           str(docs), "--kb", "k", "--db", str(tmp_path / "s.db"), "--llm-script", str(script),
                           "--default-llm", "gpt-4o@OpenAI"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -114,7 +114,7 @@ def test_an_unknown_extension_and_a_service_method_fail_the_file_naming_why(tmp_
 
 
 def test_families_at_the_top_of_params_are_read_as_setups_and_services_are_warnings():
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
         "Parser:A": {"obj": {"component_name": "Parser", "params": {
@@ -130,7 +130,7 @@ def test_families_at_the_top_of_params_are_read_as_setups_and_services_are_warni
 
 
 def test_an_invalid_output_format_is_a_compile_error():
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     doc = {"components": {
         "File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["Parser:A"]},
         "Parser:A": {"obj": {"component_name": "Parser", "params": {"setups": {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.pipeline import tokens
+from canvas2graph.nodes.pipeline import tokens
 from tests.nodes.pipeline.helpers import node, run, texts
 
 MARKDOWN_LEVELS = [["^#[^#]", "^##[^#]", "^###[^#]"], ["Chapter [0-9]+", "Section [0-9]+"]]
@@ -66,7 +66,7 @@ def test_the_token_cap_resplits_long_chunks_on_sentences():
                                             ({"levels": [["^#"]], "hierarchy": 1, "chunk_token_cap": 50}, "128 and 8000"),
                                             ({"levels": [["^#"]], "method": "words"}, "Unsupported")])
 def test_bad_params_are_compile_errors(params, message):
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     doc = {"components": {"File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["TitleChunker:A"]},
                           "TitleChunker:A": {"obj": {"component_name": "TitleChunker", "params": params},
                                              "downstream": []}}}

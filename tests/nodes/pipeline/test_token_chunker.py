@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.pipeline import tokens
-from nodes.pipeline.token_chunker import field_pattern, naive_merge, overlap_percent
+from canvas2graph.nodes.pipeline import tokens
+from canvas2graph.nodes.pipeline.token_chunker import field_pattern, naive_merge, overlap_percent
 from tests.nodes.pipeline.helpers import node, run, texts
 
 
@@ -81,7 +81,7 @@ def test_the_delimiter_field_is_parsed_like_ragflows():
                                           ({"overlapped_percent": 100}, "overlapped_percent"),
                                           ({"delimiter_mode": "words"}, "delimiter_mode")])
 def test_bad_params_are_compile_errors_naming_the_field(params, field):
-    from compiler import diagnose
+    from canvas2graph.compiler.canvas import diagnose
     doc = {"components": {"File": {"obj": {"component_name": "File", "params": {}}, "downstream": ["TokenChunker:A"]},
                           "TokenChunker:A": {"obj": {"component_name": "TokenChunker", "params": params},
                                              "downstream": []}}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import diagnose
-from nodes.tool import chunk_key
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.nodes.tool import chunk_key
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import (Reply, agent_dsl, closed_port_url, finished, message_end, node_dsl, run_turn,
                                        tool_messages)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler import compile_dsl, diagnose
-from nodes.base import ComponentError
-from runtime.checkpoint import open_checkpointer
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl, diagnose
+from canvas2graph.nodes.base import ComponentError
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn, dsl
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import CODE_TOOL, agent_dsl, finished, node_dsl
@@ -377,7 +377,7 @@ def test_the_command_line_runs_an_agent_whose_code_writes_a_chart(tmp_path):
     script_path.write_text(json.dumps({"replies": [calls(chart), "Here is the chart."]}))
     env = {k: v for k, v in os.environ.items() if k not in CODE_ENV}
     env.update({"CANVAS2GRAPH_ARTIFACTS_DIR": str(store), "CANVAS2GRAPH_TEST_SECRET": "hunter2"})
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(dsl_path), "--llm-script", str(script_path),
+    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(dsl_path), "--llm-script", str(script_path),
                            "--format", "jsonl", "--db", str(tmp_path / "sessions.db"), "--query", "Plot it"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -400,7 +400,7 @@ def test_without_bubblewrap_the_command_line_refuses_local_code_unless_told_to_r
         "outputs": {"where": {"type": "String", "value": ""}}})})))
     env = {k: v for k, v in os.environ.items() if k not in CODE_ENV}
     env["CANVAS2GRAPH_BWRAP"] = "no-such-bwrap"
-    command = [sys.executable, "-m", "runtime.cli", "run", str(dsl_path), "--format", "jsonl",
+    command = [sys.executable, "-m", "canvas2graph.cli", "run", str(dsl_path), "--format", "jsonl",
                "--db", str(tmp_path / "sessions.db")]
     refused = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     error = json.loads(refused.stdout.splitlines()[-1])["data"]["outputs"]["_ERROR"]

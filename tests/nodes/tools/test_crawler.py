@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from runtime.netguard import HostRefused
+from canvas2graph.runtime.services.netguard import HostRefused
 from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import Reply, agent_dsl, closed_port_url, finished, node_dsl, run_turn, tool_messages
@@ -136,7 +136,7 @@ async def test_only_http_and_https_are_crawled():
 
 
 async def test_oversized_pages_are_refused_while_they_arrive(site, monkeypatch):
-    monkeypatch.setattr("nodes.tools.crawler.MAX_BYTES", 2_000_000)
+    monkeypatch.setattr("canvas2graph.nodes.tools.crawler.MAX_BYTES", 2_000_000)
     site.on("GET", "/big", Reply(200, "<p>" + "x" * 3_000_000 + "</p>", "text/html"))
     with pytest.raises(Exception, match=rf"{site.url}/big is larger than 2 MB"):
         await crawl(f"{site.url}/big")

@@ -15,9 +15,9 @@ import trustme
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-from nodes.tool import ToolError
-from runtime.netguard import HostRefused
-from nodes.tools.email import EmailParams
+from canvas2graph.nodes.tool import ToolError
+from canvas2graph.runtime.services.netguard import HostRefused
+from canvas2graph.nodes.tools.email import EmailParams
 from tests.fake_dns import FakeDNS
 from tests.nodes.helpers import build, context, errors
 from tests.nodes.tools.support import agent_dsl, finished, node_dsl, run_turn, tool_messages

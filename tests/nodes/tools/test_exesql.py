@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from compiler import diagnose
-from nodes.tool import ToolError
-from runtime.netguard import HostRefused
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.nodes.tool import ToolError
+from canvas2graph.runtime.services.netguard import HostRefused
 from tests.fake_dns import FakeDNS
 from tests.conftest import cpn, dsl
 from tests.nodes.helpers import build, context, errors, state

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import diagnose
+from canvas2graph.compiler.canvas import diagnose
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import (FakeService, Reply, agent_dsl, closed_port_url, finished, node_dsl, run_turn,
                                        tool_messages)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.pipeline import tokens
+from canvas2graph.nodes.pipeline import tokens
 from tests.nodes.pipeline.helpers import node, run
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.json"))
@@ -54,12 +54,12 @@ ROLES = {"human": "user", "ai": "assistant"}
 def test_chunks_match_ragflows(path):
     case = json.loads(path.read_text(encoding="utf-8"))
     if case["component"] == "Extractor":       # the scripted model answers, and its requests are compared
-        from runtime.environment import RunEnvironment, RunSettings
-        from runtime.scripted import Script
+        from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+        from canvas2graph.runtime.services.scripted import Script
         env = RunEnvironment(RunSettings())
         ctx = env.context("parity")
         ctx.script = Script.load(case["script"])
-        from runtime.models import ModelFactory
+        from canvas2graph.runtime.services.models import ModelFactory
         ctx.models = ModelFactory(script=ctx.script)
         source = case["upstream_component"]
         out, _ = run(node("Extractor", case["params"], cid="Extractor:P"), dict(case["upstream"]),

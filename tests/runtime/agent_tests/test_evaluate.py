@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
+from canvas2graph.cli import main
 from tests.conftest import cpn
 
 REPO = Path(__file__).resolve().parents[3]
@@ -125,7 +125,7 @@ def test_bad_options_and_datasets_are_refused_saying_why(twenty_rows, tmp_path, 
 def test_two_stored_versions_of_one_agent_are_compared(twenty_rows, tmp_path, capsys):
     import asyncio
 
-    from runtime.store import open_store
+    from canvas2graph.server.backend.store import open_store
 
     changed = json.loads(DEMO.read_text())
     changed["components"]["LLM:Technical"]["downstream"] = ["Message:Other"]

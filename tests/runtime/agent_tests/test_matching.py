@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.agent_tests.matching import MatchError, match
+from canvas2graph.server.backend.agent_tests.matching import MatchError, match
 
 
 def test_a_plain_value_is_compared_exactly():

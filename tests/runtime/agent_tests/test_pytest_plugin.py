@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime.cli import main
+from canvas2graph.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "fixtures" / "demo" / "support_desk.json"

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from compiler import compile_dsl
-from runtime.agent_tests.case import load_case
-from runtime.agent_tests.record import record_session, write_case
-from runtime.agent_tests.replay import run_case
-from runtime.checkpoint import open_checkpointer
-from runtime.cli import main
-from runtime.models import ModelFactory
-from runtime.scripted import Script
-from runtime.session import Runner, TurnRequest
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.server.backend.agent_tests.case import load_case
+from canvas2graph.server.backend.agent_tests.record import record_session, write_case
+from canvas2graph.server.backend.agent_tests.replay import run_case
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.cli import main
+from canvas2graph.runtime.services.models import ModelFactory
+from canvas2graph.runtime.services.scripted import Script
+from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from tests.conftest import cpn
 
 REPO = Path(__file__).resolve().parents[3]
@@ -177,7 +177,7 @@ async def test_a_session_with_a_form_and_tool_calls_records_them_and_replays(tmp
 
 
 async def test_a_case_can_name_a_stored_agent_instead_of_a_dsl_file(recorded, tmp_path):
-    from runtime.store import open_store
+    from canvas2graph.server.backend.store import open_store
     db = str(tmp_path / "server.db")
     async with open_store(db) as store:
         agent = await store.create_agent("alice", "support desk", json.loads(DEMO.read_text()))

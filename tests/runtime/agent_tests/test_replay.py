@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runtime.agent_tests.case import load_case
-from runtime.agent_tests.replay import run_case
+from canvas2graph.server.backend.agent_tests.case import load_case
+from canvas2graph.server.backend.agent_tests.replay import run_case
 from tests.conftest import cpn
 
 DESK = {"components": {

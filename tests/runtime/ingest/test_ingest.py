@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from compiler import diagnose
-from runtime.checkpoint import open_checkpointer
-from runtime.environment import RunEnvironment, RunSettings
-from runtime.ingest.run import Ingestor, expand
-from runtime.retrieval import RetrievalRequest
-from runtime.retrieval.embedded import EmbeddedBackend
-from runtime.retrieval.indexing import doc_id_for
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.runtime.run.checkpoint import open_checkpointer
+from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
+from canvas2graph.runtime.run.ingest.run import Ingestor, expand
+from canvas2graph.runtime.services.retrieval import RetrievalRequest
+from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
+from canvas2graph.runtime.services.retrieval.indexing import doc_id_for
 from tests.conftest import REPO
 
 HERE = Path(__file__).parent
@@ -30,7 +30,7 @@ PIPELINE = REPO / "fixtures" / "kb" / "pipeline.json"
 def cli(*args: str, env_config: Path | None = None) -> subprocess.CompletedProcess:
     """The command line; `env_config` is a retrieval config file ($CANVAS2GRAPH_RETRIEVAL_CONFIG)."""
     env = {**os.environ, **({"CANVAS2GRAPH_RETRIEVAL_CONFIG": str(env_config)} if env_config else {})}
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env=env)
 
 
@@ -109,7 +109,7 @@ def test_a_mixed_folder_is_ingested_and_an_agents_retrieval_answers_from_it(tmp_
     again = cli("ingest", str(PIPELINE), str(docs), "--kb", "support-kb", "--db", db)
     assert "0 file(s) ingested (0 chunks), 5 unchanged" in again.stdout
 
-    from runtime.retrieval.tokenizer import get_tokenizer
+    from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
     get_tokenizer()             # loaded before the timed retrieval (a second or more on a busy machine)
     store = EmbeddedBackend(tmp_path / "retrieval.db")
     found = asyncio.run(store.retrieve(RetrievalRequest("how long can shoes be exchanged", ["support-kb"])))

@@ -7,7 +7,7 @@ import json
 
 from elasticsearch import Elasticsearch
 
-from runtime.retrieval import RetrievalConfig, RetrievalRequest, open_backend
+from canvas2graph.runtime.services.retrieval import RetrievalConfig, RetrievalRequest, open_backend
 from tests.runtime.ingest.test_ingest import PIPELINE, cli, mixed_folder
 from tests.runtime.retrieval.conftest import es_url  # noqa: F401  (the noida-db fixture)
 

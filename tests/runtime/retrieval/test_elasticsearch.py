@@ -8,12 +8,12 @@ import uuid
 import pytest
 from elasticsearch import Elasticsearch
 
-from runtime.retrieval import RetrievalConfig, RetrievalError, RetrievalRequest, open_backend
-from runtime.retrieval.config import Endpoint
-from runtime.retrieval.indexing import chunk_fields
-from runtime.retrieval.query import QUERY_FIELDS
-from runtime.retrieval.scoring import SOURCE_FIELDS
-from runtime.retrieval.tokenizer import get_tokenizer
+from canvas2graph.runtime.services.retrieval import RetrievalConfig, RetrievalError, RetrievalRequest, open_backend
+from canvas2graph.runtime.services.retrieval.config import Endpoint
+from canvas2graph.runtime.services.retrieval.indexing import chunk_fields
+from canvas2graph.runtime.services.retrieval.query import QUERY_FIELDS
+from canvas2graph.runtime.services.retrieval.scoring import SOURCE_FIELDS
+from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
 from tests.runtime.retrieval.conftest import ragflow_mapping, vec
 
 QUESTION = "What is the refund policy for damaged cars?"

@@ -12,11 +12,11 @@ import uuid
 import pytest
 from elasticsearch import Elasticsearch
 
-from compiler import diagnose
-from runtime.retrieval import RetrievalConfig, RetrievalRequest, open_backend
-from runtime.retrieval.config import Endpoint
-from runtime.retrieval.embedded import EmbeddedBackend
-from runtime.retrieval.indexing import index_files
+from canvas2graph.compiler.canvas import diagnose
+from canvas2graph.runtime.services.retrieval import RetrievalConfig, RetrievalRequest, open_backend
+from canvas2graph.runtime.services.retrieval.config import Endpoint
+from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
+from canvas2graph.runtime.services.retrieval.indexing import index_files
 from tests.conftest import REPO, cpn, dsl
 from tests.runtime.retrieval.conftest import ragflow_mapping, vec
 from tests.runtime.retrieval.test_elasticsearch import EMBD, chunk
@@ -25,7 +25,7 @@ KB_DOCS = REPO / "fixtures" / "kb" / "docs"
 
 
 def cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
 
 
@@ -70,9 +70,9 @@ def test_re_indexing_unchanged_files_does_not_load_the_tokenizer(tmp_path):
     assert cli("index", "fixtures/kb/docs", "--kb", "kb", "--db", str(tmp_path / "s.db"), "--quiet").returncode == 0
     again = subprocess.run([sys.executable, "-c", f"""
 import sys
-from runtime.cli import main
+from canvas2graph.cli import main
 status = main(["index", "fixtures/kb/docs", "--kb", "kb", "--db", {str(tmp_path / "s.db")!r}, "--quiet"])
-print(status, sys.modules["runtime.retrieval.tokenizer"]._shared.cache_info().currsize, "nltk" in sys.modules)
+print(status, sys.modules["canvas2graph.runtime.services.retrieval.tokenizer"]._shared.cache_info().currsize, "nltk" in sys.modules)
 """], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.stdout.splitlines()[-1] == "0 0 False", again.stderr       # no tokenizer loaded, no NLTK
     assert "0 file(s) indexed (0 chunks), 3 unchanged" in again.stdout

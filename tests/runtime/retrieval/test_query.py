@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from runtime.retrieval.query import FulltextQuery, looks_chinese, oov_prior, remove_question_words
-from runtime.retrieval.scoring import hybrid_token_list, token_similarity
-from runtime.retrieval.tokenizer import get_tokenizer
+from canvas2graph.runtime.services.retrieval.query import FulltextQuery, looks_chinese, oov_prior, remove_question_words
+from canvas2graph.runtime.services.retrieval.scoring import hybrid_token_list, token_similarity
+from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.retrieval.metadata import doc_filter
-from runtime.retrieval.query import FulltextQuery
-from runtime.retrieval.scoring import Candidate, normalise_rerank, score, select, window_size, with_parents
+from canvas2graph.runtime.services.retrieval.metadata import doc_filter
+from canvas2graph.runtime.services.retrieval.query import FulltextQuery
+from canvas2graph.runtime.services.retrieval.scoring import Candidate, normalise_rerank, score, select, window_size, with_parents
 
 
 @pytest.fixture(scope="module")

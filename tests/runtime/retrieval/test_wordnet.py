@@ -7,8 +7,8 @@ import warnings
 import pytest
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-from runtime.retrieval.tokenizer import _wordnet, get_tokenizer
-from runtime.retrieval.wordnet import WordNet30, _index_line
+from canvas2graph.runtime.services.retrieval.tokenizer import _wordnet, get_tokenizer
+from canvas2graph.runtime.services.retrieval.wordnet import WordNet30, _index_line
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
 """LangGraph Server's API under `/langgraph`, driven by `langgraph-sdk`'s `get_client` unchanged, on SQLite
-and PostgreSQL: assistants, threads, streamed runs in every served mode, a second turn, a form answered by
-`command={"resume": ...}`, history, state updates and forks, background runs joined and cancelled, a thread
-continued and cancelled from another server process, and tenants kept apart."""
+and PostgreSQL: assistants, threads, streamed runs in every served mode (a run streaming `events` and
+`messages` cancelled mid-way), a second turn, a form answered by `command={"resume": ...}`, history, past
+states, state updates and forks, stateless runs, background runs joined (also as a stream) and cancelled,
+a thread deleted with its session, a thread continued and cancelled from another server process, and tenants
+kept apart. How `events` and `messages` match LangGraph Server's: test_langgraph_parity.py."""
 from __future__ import annotations
 
 import asyncio
@@ -68,6 +70,26 @@ async def test_a_streamed_run_shows_values_updates_tokens_and_debug_steps(server
     assert [t["thread_id"] for t in found] == [thread["thread_id"]] and found[0]["status"] == "idle"
 
 
+async def test_a_run_streaming_events_and_messages_is_cancelled_mid_way(server, alice):
+    slow = alice.agent(long_dsl(), title())
+    lg = client(server, alice)
+    thread = (await lg.threads.create())["thread_id"]
+    parts: dict[str, list] = {}
+    async for part in lg.runs.stream(thread, slow, input={"query": "go"}, stream_mode=["events", "messages"]):
+        parts.setdefault(part.event, []).append(part.data)
+        if part.event == "events" and part.data["event"] == "on_chat_model_end" and \
+                sum(e["event"] == "on_chat_model_end" for e in parts["events"]) == 2:     # the second model's
+            await lg.runs.cancel(thread, parts["metadata"][0]["run_id"])
+    run_id = parts["metadata"][0]["run_id"]
+    assert (await lg.runs.get(thread, run_id))["status"] == "interrupted"
+    nodes = [e["name"] for e in parts["events"] if e["event"] == "on_chain_start" and e["parent_ids"] == [run_id]]
+    assert nodes[:3] == ["begin", "LLM.S1", "LLM.S2"] and "Message.M" not in nodes and len(nodes) < 10
+    # each model's answer came in pieces, each piece as the message so far
+    assert len(parts["messages/metadata"]) == sum(e["event"] == "on_chat_model_start" for e in parts["events"])
+    turns = alice.ok("GET", f"/agents/{slow}/sessions/{thread}/trace")["turns"]
+    assert turns[-1]["status"] == "cancelled"
+
+
 async def test_a_second_run_on_the_thread_continues_the_conversation_of_its_session(server, alice):
     agent_id = alice.agent(CHAT_DSL, title())
     lg = client(server, alice)
@@ -130,6 +152,31 @@ async def test_a_background_run_is_joined_and_a_long_one_cancelled(server, alice
     assert turns[-1]["status"] == "cancelled" and len(turns[-1]["steps"]) < 10
 
 
+async def test_a_stateless_run_a_joined_stream_a_past_state_and_a_deleted_thread(server, alice):
+    agent_id = alice.agent(CHAT_DSL, title())
+    lg = client(server, alice)
+    stateless = [part async for part in lg.runs.stream(None, agent_id, input={"query": "hi"})]
+    assert stateless[-1].event == "values" and stateless[-1].data["answer"] == chat_answer(1)   # a thread of its own
+
+    thread = (await lg.threads.create())["thread_id"]
+    run = await lg.runs.create(thread, agent_id, input={"query": "hi"}, stream_mode=["values", "messages-tuple"])
+    joined: dict[str, list] = {}
+    async for part in lg.runs.join_stream(thread, run["run_id"]):
+        joined.setdefault(part.event, []).append(part.data)
+    assert joined["values"][-1]["answer"] == chat_answer(1)
+    assert "".join(chunk["content"] for chunk, _meta in joined["messages"]) == "Answer 1 from LLM:A."
+    history = await lg.threads.get_history(thread)
+    before_llm = next(h for h in history if h["next"] == ["LLM.A"])
+    past = await lg.threads.get_state(thread, checkpoint={"checkpoint_id": before_llm["checkpoint"]["checkpoint_id"]})
+    assert past["next"] == ["LLM.A"] and past["values"]["answer"] == ""
+    assert await lg.threads.get_state(thread, checkpoint_id=before_llm["checkpoint"]["checkpoint_id"]) == past
+
+    await lg.threads.delete(thread)
+    with pytest.raises(NotFoundError):
+        await lg.threads.get(thread)
+    assert alice.call("GET", f"/agents/{agent_id}/sessions/{thread}")["code"] != 0     # the session went too
+
+
 async def test_a_thread_continues_and_is_cancelled_from_another_server_process(server, alice, tmp_path):
     chat, slow = alice.agent(CHAT_DSL, title()), alice.agent(long_dsl(), title())
     here = client(server, alice)
@@ -176,6 +223,6 @@ async def test_requests_outside_the_served_subset_are_refused_saying_what_is_wro
     assert "`limit`" in refused("/threads/search", {"limit": "ten"})
     assert "`checkpoint`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "checkpoint": "x"})
     assert "messages-tuple" in refused(f"/threads/{thread}/runs/stream", {"assistant_id": agent_id,
-                                                                          "stream_mode": "events", "input": {}})
+                                                                          "stream_mode": "tools", "input": {}})
     assert "goto" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "command": {"goto": "x"}})
     assert "`input`" in refused(f"/threads/{thread}/runs/wait", {"assistant_id": agent_id, "input": "hello"})

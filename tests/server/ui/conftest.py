@@ -94,10 +94,12 @@ class Browsing:
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.on("console", lambda m: self.errors.append(m.text) if "Content Security Policy" in m.text else None)
 
-    def shot(self, what: str) -> Path:
+    def shot(self, what: str, full_page: bool = True) -> Path:
+        """A screenshot of the whole page, or of the window as it is scrolled (`full_page=False`: a
+        whole-page picture lays the page out again, which loses the scroll of a panel)."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{self.name}-{what}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
     def sign_in(self, token: str) -> None:

@@ -25,6 +25,15 @@ def press(b, name: str) -> None:
     b.page.keyboard.press("Enter")
 
 
+def save_version(b) -> None:
+    """Press "Save as a new version" and wait for the API's reply to that save (the notice of an earlier
+    save may still be on the page)."""
+    with b.page.expect_response(lambda r: r.request.method == "PUT" and "/api/v1/agents/" in r.url) as reply:
+        press(b, "Save as a new version")
+    assert reply.value.ok
+    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+
+
 def fresh_editor(browsing, token: str, width: int = 1280):
     b = browsing(width=width)
     b.sign_in(token)
@@ -114,6 +123,15 @@ def test_moving_undo_redo_delete_and_save_a_new_version(browsing, ui_server, ali
     expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="LLM:A->Message:M"]')).to_have_count(0)
     press(b, "Undo")
     expect(node(b, "Message:M")).to_have_count(1)
+    # an edge, focused and selected from the keyboard, goes with Delete (and its link in the DSL)
+    edge = b.page.locator('.editor-canvas .react-flow__edge[data-id="LLM:A->Message:M"]')
+    edge.focus()
+    b.page.keyboard.press("Enter")
+    b.page.keyboard.press("Delete")
+    expect(edge).to_have_count(0)
+    expect(b.page.get_by_role("button", name="Disconnect Message:M")).to_have_count(0)
+    press(b, "Undo")
+    expect(edge).to_have_count(1)
     press(b, "Save as a new version")
     expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
     assert len(alice.ok("GET", f"/agents/{agent_id}/versions")) == versions + 1
@@ -140,6 +158,16 @@ def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(b
         return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
     }""", timeout=5000)
     b.page.get_by_role("button", name="Close").click()
+    # a Loop is a group too, with its start item inside
+    b.page.get_by_label("Component", exact=True).select_option("Loop")
+    press(b, "Add component")
+    expect(node(b, "LoopItem:1")).to_be_visible()
+    b.page.wait_for_function("""() => {
+        const box = id => document.querySelector(`.editor-canvas .react-flow__node[data-id="${id}"]`).getBoundingClientRect();
+        const i = box('LoopItem:1'), o = box('Loop:1');
+        return o.left <= i.left && i.right <= o.right + 1 && o.top <= i.top && i.bottom <= o.bottom + 1;
+    }""", timeout=5000)
+    b.page.get_by_role("button", name="Close").click()
     # an Agent with a tool: the tool's own params form, and the tool drawn below the Agent
     b.page.get_by_label("Component", exact=True).select_option("Agent")
     press(b, "Add component")
@@ -154,6 +182,74 @@ def test_an_iteration_body_is_a_group_and_an_agents_tools_have_their_own_forms(b
     assert b.errors == []
 
 
+def test_an_agents_mcp_servers_are_a_form_whose_mistakes_name_their_field(browsing, ui_server, alice_token):
+    """Servers and their tools are added, filled in and removed in fields of their own; what would not
+    compile is said under the field, naming it as a diagnostic would (`params.mcp.0.mcp_id`)."""
+    b = fresh_editor(browsing, alice_token)
+    b.page.get_by_label("Title").fill("With MCP")
+    b.page.get_by_label("Component", exact=True).select_option("Agent")
+    press(b, "Add component")
+    b.page.get_by_label("llm_id").fill("gpt-4o@OpenAI")
+    mcp = b.page.locator("fieldset.mcp-field")
+    press(b, "Add MCP server")
+    server_id = mcp.get_by_label("Server id (mcp_id) of server 1")
+    expect(server_id).to_have_attribute("aria-invalid", "true")
+    expect(mcp.locator('[data-field="params.mcp.0.mcp_id"] .field-problems')).to_have_text(
+        "params.mcp.0.mcp_id: name the MCP server (its id in the MCP config)")
+    server_id.fill("calc")
+    expect(mcp.locator('[data-field="params.mcp.0.mcp_id"] .field-problems')).to_have_count(0)
+    # a tool needs a name, and one the server does not list yet
+    press(b, "Add tool to server 1")
+    expect(mcp.locator(".field-error")).to_have_text("params.mcp.0.tools: name the tool to add (its name on the server)")
+    mcp.get_by_label("New tool").fill("add")
+    press(b, "Add tool to server 1")
+    tool = mcp.locator("fieldset.mcp-tool")
+    expect(tool).to_have_count(1)
+    tool.get_by_label("Description").fill("Adds two numbers.")
+    schema = tool.get_by_label("Input schema (JSON)")
+    schema.fill('{"type": "object",\n "properties": {"a": 1,}}')
+    expect(tool.locator(".field-error")).to_have_text("params.mcp.0.tools.add.inputSchema: Not valid JSON at line 2, column 24.")
+    schema.fill("[1, 2]")
+    expect(tool.locator('[data-field="params.mcp.0.tools.add.inputSchema"] .field-problems')).to_have_text(
+        "params.mcp.0.tools.add.inputSchema: must be a JSON schema object")
+    tool.scroll_into_view_if_needed()
+    b.shot("mcp-mistakes", full_page=False)
+    schema.fill('{"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}')
+    expect(tool.locator(".field-problems")).to_have_count(0)
+    mcp.get_by_label("New tool").fill("add")
+    press(b, "Add tool to server 1")
+    expect(mcp.locator(".field-error")).to_have_text("params.mcp.0.tools.add: the server already lists a tool add")
+    # another tool, renamed, then removed; another server, removed
+    mcp.get_by_label("New tool").fill("sub")
+    press(b, "Add tool to server 1")
+    tool.nth(1).get_by_label("Tool name").fill("")
+    expect(tool.nth(1).locator(".field-problems")).to_have_text("params.mcp.0.tools.sub: a tool needs its name on the server")
+    tool.nth(1).get_by_label("Tool name").fill("minus")
+    expect(tool.nth(1).locator("legend")).to_have_text("Tool minus")
+    press(b, "Remove tool minus")
+    expect(tool).to_have_count(1)
+    press(b, "Add MCP server")
+    expect(mcp.locator("details.mcp-server")).to_have_count(2)
+    press(b, "Remove MCP server 2")
+    expect(mcp.locator("details.mcp-server")).to_have_count(1)
+    # the canvas lists the server among the Agent's tools; the agent saves with the entry as RAGFlow keeps it
+    expect(node(b, "Agent:1::tools")).to_contain_text("MCP: calc")
+    mcp.scroll_into_view_if_needed()
+    b.shot("mcp-form", full_page=False)
+    b.page.get_by_label("Connect", exact=True).select_option("begin")
+    b.page.get_by_label("to", exact=True).select_option("Agent:1")
+    press(b, "Connect")
+    expect(b.page.locator(".check-state")).to_have_text("Compiles")
+    press(b, "Save agent")
+    expect(b.page.get_by_role("heading", level=1, name="With MCP")).to_be_visible()
+    agent_id = b.page.url.split("#/agents/")[1].split("/")[0]
+    params = Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["dsl"]["components"]["Agent:1"]["obj"]["params"]
+    assert params["mcp"] == [{"mcp_id": "calc", "tools": {"add": {
+        "name": "add", "description": "Adds two numbers.",
+        "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}}]
+    assert b.errors == []
+
+
 @pytest.mark.parametrize("path", RAGFLOW_TEMPLATES, ids=[p.stem for p in RAGFLOW_TEMPLATES])
 def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, alice_token, path):
     """Opened and saved unchanged, the DSL keeps RAGFlow's `graph` as it was; a moved box changes only its
@@ -165,8 +261,7 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     b.sign_in(alice_token)
     b.page.goto(f"{b.server.url}/#/agents/{agent_id}/edit")
     expect(node(b, "begin")).to_be_visible()
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    save_version(b)
     saved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]
     assert saved["graph"] == dsl["graph"]
     assert saved["components"] == dsl["components"]
@@ -176,8 +271,8 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     b.page.mouse.down()
     b.page.mouse.move(box["x"] + 30, box["y"] + 95, steps=6)
     b.page.mouse.up()
-    press(b, "Save as a new version")
-    expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    expect(b.page.get_by_role("button", name="Undo")).to_be_enabled()        # the move is in the DSL
+    save_version(b)
     moved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]["graph"]
     was = {n["id"]: n for n in dsl["graph"]["nodes"]}
     now = {n["id"]: n for n in moved["nodes"]}
@@ -199,7 +294,7 @@ def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_s
         form = b.page.get_by_role("form", name=f"Params of {name}:1")
         expect(form).to_be_visible()
         own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
-        expect(form.locator(".param-field, fieldset.tools-field")).to_have_count(len(own) + len(spec["common"]))
+        expect(form.locator(".param-field, fieldset.tools-field, fieldset.mcp-field")).to_have_count(len(own) + len(spec["common"]))
         b.page.get_by_role("button", name="Close").click()
     assert b.errors == []
 

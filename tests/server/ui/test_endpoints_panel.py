@@ -24,6 +24,7 @@ def test_the_run_page_shows_the_agents_protocol_urls_with_snippets_to_copy(brows
         expect(entry.locator("pre.endpoint-snippet")).to_have_text(endpoints[protocol]["snippet"])
         expect(entry.get_by_role("button", name="Copy snippet")).to_be_enabled()
     expect(panel.locator('.endpoint[data-protocol="langgraph"] dd code').nth(1)).to_have_text(agent_id)
+    b.shot("endpoints")                 # for a person to look at (tests/artifacts/ui)
     panel.locator('.endpoint[data-protocol="mcp"]').get_by_role("button", name="Copy snippet").click()
     expect(b.page.locator("#notice")).to_contain_text("snippet")       # copied, or told how to copy it
     assert b.errors == []

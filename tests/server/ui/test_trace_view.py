@@ -151,3 +151,20 @@ def test_the_trace_reads_at_400_pixels(browsing, ui_server, alice_token):
     b.page.locator('details.step[data-component="LLM:A"] summary').click()
     assert b.page.evaluate("document.documentElement.scrollWidth") <= 400
     b.shot("narrow-trace")
+
+
+def test_errors_are_said_in_plain_words_without_codes_or_session_ids(browsing, ui_server, alice_token):
+    """A session that is not there, a fork of it, a run page of it: the page says so in words, without the
+    API's code or the session id it was asked for."""
+    agent_id = Api(ui_server, alice_token).agent(CHAT_DSL, "Plain errors")
+    missing = "0123456789abcdef0123456789abcdef"
+    b = browsing()
+    b.sign_in(alice_token)
+    for path in (f"#/agents/{agent_id}/sessions/{missing}/trace", f"#/agents/{agent_id}/sessions/{missing}"):
+        b.page.goto(f"{b.server.url}/{path}")
+        alert = b.page.get_by_role("alert").first
+        expect(alert).to_contain_text("not found")
+        text = alert.inner_text()
+        assert missing not in text and not re.search(r"\b(code|retcode)\b|\b\d{3,}\b", text), text
+    b.shot("plain-error")
+    assert b.errors == []

@@ -3,7 +3,7 @@
 // dimmed); the edges a turn took highlighted; an Agent's tools and sub-agents drawn below it. The same
 // states are listed under the canvas as text (screen readers, narrow windows, and keyboard: each name
 // opens the component's step).
-import { memo, useEffect, useMemo, useState } from 'react';
+import { memo, useCallback, useEffect, useMemo, useState } from 'react';
 import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, Position, useReactFlow } from '@xyflow/react';
 import { layout, isContainer } from './graphmodel.js';
 import { seconds } from './util.js';
@@ -27,7 +27,7 @@ export const ComponentNode = memo(function ComponentNode({ id, data }) {
   const title = [`${id} (${data.type})`, state !== 'waiting' ? state : '', data.detail || '',
     ...problems.map(p => `${p.severity}: ${p.field ? p.field + ': ' : ''}${p.message}`)].filter(Boolean).join('\n');
   return (
-    <div className={`c2g-node kind-${data.kind} state-${state}${severity ? ` has-${severity}` : ''}${data.container ? ' container' : ''}`}
+    <div className={`c2g-node kind-${data.kind} state-${state}${severity ? ` has-${severity}` : ''}${data.container ? ' container' : ''}${data.routes && data.routes.length ? ' has-routes' : ''}`}
       data-component={id} data-state={state} title={title}>
       {data.kind !== 'note' ? <Handle type="target" position={data.kind !== 'component' || data.direction === 'TB' ? Position.Top : Position.Left} /> : null}
       <div className="node-type">{data.type}{severity ? <span className={`badge ${severity}`} aria-label={`${problems.length} problem${problems.length > 1 ? 's' : ''}`}>{problems.length}</span> : null}</div>
@@ -36,7 +36,17 @@ export const ComponentNode = memo(function ComponentNode({ id, data }) {
       <div className="node-detail">
         {state === 'running' && data.startedAt ? <Elapsed since={data.startedAt} /> : (data.detail || '')}
       </div>
-      {data.kind === 'component' || data.kind === 'agent' ? <Handle type="source" position={data.direction === 'TB' ? Position.Bottom : Position.Right} /> : null}
+      {data.routes && data.routes.length ? (
+        <ul className={`node-routes dir-${data.direction}`} aria-label={`Branches of ${id}`}>
+          {data.routes.map(r => (
+            <li key={r.handle} className="node-route" data-handle={r.handle} title={r.label}>
+              <span className="route-label">{r.label}</span>
+              <Handle type="source" id={r.handle} position={data.direction === 'TB' ? Position.Bottom : Position.Right} isConnectableEnd={false}
+                aria-label={`Branch ${r.label} of ${id}`} />
+            </li>
+          ))}
+        </ul>
+      ) : data.kind === 'component' || data.kind === 'agent' ? <Handle type="source" position={data.direction === 'TB' ? Position.Bottom : Position.Right} /> : null}
     </div>
   );
 });
@@ -56,7 +66,7 @@ export function flowNodes(items, states = {}, problems = {}, direction = 'LR') {
       ...(container ? { style: { width: item.width, height: item.height } } : {}),
       width: item.width, height: item.height,
       className: container ? 'group-node' : undefined,
-      data: { kind: item.kind, type: item.type, label: item.label, text: item.text, container, direction,
+      data: { kind: item.kind, type: item.type, label: item.label, text: item.text, container, direction, routes: item.routes,
         state: item.kind === 'note' ? 'waiting' : (s.state || 'waiting'), detail: s.detail || '', startedAt: s.startedAt,
         problems: problems[item.id] || [] },
     };
@@ -70,13 +80,33 @@ export function flowEdges(edges, states = {}) {
   return edges.map(e => {
     const from = (states[e.source] || {}).state;
     const to = (states[e.target] || {}).state;
-    const taken = e.kind === 'flow' && from === 'done' && LIT.has(to);
+    const branch = (states[e.source] || {}).branch;          // the category a Categorize picked, when known
+    const taken = e.kind === 'flow' && from === 'done' && LIT.has(to) && (!e.route || typeof branch !== 'string' || branch.trim() === e.route);
     const skipped = to === 'skipped' || from === 'skipped';
-    return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running', label: e.label,
-      labelBgPadding: [4, 2], labelBgBorderRadius: 3,
+    return { id: e.id, source: e.source, target: e.target, animated: taken && to === 'running',
+      ...(e.sourceHandle ? { sourceHandle: e.sourceHandle, data: { route: e.route, handle: e.sourceHandle } } : {}),
       className: `edge-${e.kind}${taken ? ' taken' : ''}${skipped ? ' skipped' : ''}`,
       style: e.kind === 'flow' ? undefined : { strokeDasharray: '5 4' } };
   });
+}
+
+/** React Flow's nodes with the sizes it measured kept on them (`measured`), and the change handler that
+ * records them. React Flow keeps a node's measured handles only while the node it is given carries
+ * `measured`: a node passed anew without it (every state change or edit makes new node objects) loses them,
+ * and every edge touching it is hidden until the browser has measured the box again, which on a busy
+ * machine came seconds later, again at each event of a turn. */
+export function useMeasured(nodes) {
+  const [sizes, setSizes] = useState({});
+  const onMeasure = useCallback(changes => {
+    const dims = changes.filter(c => c.type === 'dimensions' && c.dimensions);
+    if (!dims.length) return;
+    setSizes(old => {
+      const changed = dims.filter(c => !old[c.id] || old[c.id].width !== c.dimensions.width || old[c.id].height !== c.dimensions.height);
+      return changed.length ? { ...old, ...Object.fromEntries(changed.map(c => [c.id, { width: c.dimensions.width, height: c.dimensions.height }])) } : old;
+    });
+  }, []);
+  const shown = useMemo(() => nodes.map(n => (sizes[n.id] ? { ...n, measured: sizes[n.id] } : n)), [nodes, sizes]);
+  return [shown, onMeasure];
 }
 
 /** Fit the components (notes left out: RAGFlow's sit far around the graph) at a zoom that keeps labels readable. */
@@ -97,7 +127,7 @@ function FitOnChange({ signature, options }) {
 /** The run view's canvas. `states`: {id: {state, detail, startedAt}}; `onOpen(id)` opens a component's step. */
 export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
   const drawn = useMemo(() => layout(dsl), [dsl]);
-  const nodes = useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction), [drawn, states]);
+  const [nodes, onMeasure] = useMeasured(useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction), [drawn, states]));
   const edges = useMemo(() => flowEdges(drawn.edges, states), [drawn, states]);
   const [full, setFull] = useState(false);
   const components = drawn.items.filter(i => i.kind === 'component');
@@ -121,7 +151,7 @@ export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
       <div className="canvas" role="img" aria-label="The agent graph; component states are listed below it">
         <ReactFlowProvider>
           <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={fitOptions(drawn.items)} minZoom={0.1} maxZoom={2.5}
-            nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }}
+            nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }} onNodesChange={onMeasure}
             onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
             <Background gap={20} size={1} />
             <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />

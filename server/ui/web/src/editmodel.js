@@ -2,7 +2,7 @@
 // is what makes undo and redo a list of DSLs). `components` stays what the engine runs; `graph` (nodes
 // and edges, RAGFlow's React Flow state) is kept in step so RAGFlow's canvas opens the result: a node's
 // position, its RAGFlow node type and `data.form` (its params), and one edge per `downstream` link.
-import { layout, ragflowNodeType, SIZE, isContainer } from './graphmodel.js';
+import { layout, ragflowNodeType, routesOf, SIZE, isContainer } from './graphmodel.js';
 import { componentsOf, typeOf } from './util.js';
 
 const clone = value => (typeof structuredClone === 'function' ? structuredClone(value) : JSON.parse(JSON.stringify(value)));
@@ -16,9 +16,34 @@ export function emptyDsl() {
   };
 }
 
+const uuid = () => (globalThis.crypto && crypto.randomUUID ? crypto.randomUUID() : `${Date.now().toString(16)}-${Math.random().toString(16).slice(2)}`);
+const list = v => (Array.isArray(v) ? v : typeof v === 'string' && v ? [v] : []);
+
+/** A Categorize's categories as RAGFlow's canvas keeps them in its graph node's `data.form.items`
+ * ({name, description, examples: [{value}], uuid}): the uuid is the id of the category's handle, which
+ * its edges leave from. A category keeps its uuid (found by name); a new one gets a new uuid. */
+function categoryItems(params, old) {
+  const cats = params && params.category_description && typeof params.category_description === 'object' && !Array.isArray(params.category_description)
+    ? params.category_description : {};
+  const byName = new Map((Array.isArray(old) ? old : []).filter(i => i && typeof i.name === 'string').map(i => [i.name, i]));
+  // RAGFlow's order (the items') for the categories it knows, then the new ones
+  const names = [...byName.keys()].filter(n => Object.hasOwn(cats, n));
+  const ordered = [...names, ...Object.keys(cats).filter(n => !names.includes(n))].map(n => [n, cats[n]]);
+  return ordered.map(([name, desc]) => {
+    const was = byName.get(name) || {};
+    const d = desc && typeof desc === 'object' ? desc : {};
+    const examples = d.examples === undefined ? (was.examples || []) : list(d.examples).map(v => ({ value: typeof v === 'string' ? v : JSON.stringify(v) }));
+    const item = { ...was, name, description: d.description === undefined ? (was.description || '') : d.description, examples, uuid: was.uuid || uuid() };
+    delete item.to;
+    return item;
+  });
+}
+
 function graphNode(id, type, params, position, parentId) {
+  const form = clone(params || {});
+  if (type === 'Categorize') form.items = categoryItems(params, []);
   const node = { id, type: ragflowNodeType(type), position: { ...position },
-    data: { label: type, name: id, form: clone(params || {}) },
+    data: { label: type, name: id, form },
     sourcePosition: 'left', targetPosition: 'right', measured: { width: SIZE.width, height: isContainer(type) ? 160 : 48 } };
   if (parentId) Object.assign(node, { parentId, extent: 'parent' });
   return node;
@@ -51,11 +76,104 @@ export function materialize(dsl) {
   }
   const edges = new Set(graph.edges.map(e => `${e.source}->${e.target}`));
   for (const [id, cpn] of Object.entries(components)) {
+    for (const r of routesOf(cpn, graph.nodes.find(n => n.id === id))) {
+      for (const next of r.targets) {
+        if (!components[next] || next === id || edges.has(`${id}->${next}`)) continue;
+        graph.edges.push(routeEdge(id, r.handle, next));
+        edges.add(`${id}->${next}`);
+      }
+    }
     for (const next of (cpn && cpn.downstream) || []) {
       if (components[next] && !edges.has(`${id}->${next}`)) graph.edges.push({ id: edgeId(id, next), source: id, sourceHandle: 'start', target: next, targetHandle: 'end', data: { isHovered: false } });
     }
   }
   return out;
+}
+
+const routeEdge = (source, handle, target) => ({ id: edgeId(source, target, handle), source, sourceHandle: handle, target, targetHandle: 'end', data: { isHovered: false } });
+
+/** After a router's params changed (`before`: its routes until then), what RAGFlow derives from them: the
+ * Categorize's `items` (the handles), one graph edge per branch and target leaving from the branch's
+ * handle (edges that stay are kept as they were), `downstream` (what no branch names any more goes, what a
+ * branch names comes) and the targets' `upstream`. Mutates `out`. */
+function syncRoutes(out, id, before) {
+  const components = componentsOf(out);
+  const cpn = components[id];
+  const graph = graphOf(out);
+  const node = graph.nodes.find(n => n.id === id);
+  if (typeOf(cpn) === 'Categorize' && node) {
+    const form = (node.data && node.data.form) || {};
+    node.data = { ...(node.data || {}), form: { ...form, items: categoryItems((cpn.obj || {}).params, form.items) } };
+  }
+  const routes = routesOf(cpn, node);
+  const wanted = new Map();            // "handle\ntarget" -> [handle, target]
+  for (const r of routes) for (const t of r.targets) if (components[t] && t !== id) wanted.set(`${r.handle}\n${t}`, [r.handle, t]);
+  const routed = new Set([...wanted.values()].map(([, t]) => t));
+  const wasRouted = new Set(before.flatMap(r => r.targets));
+  const down = [...new Set([...(cpn.downstream || []).filter(d => routed.has(d) || !wasRouted.has(d)), ...routed])];
+  const gone = (cpn.downstream || []).filter(d => !down.includes(d));
+  cpn.downstream = down;
+  for (const t of gone) if (components[t]) components[t].upstream = (components[t].upstream || []).filter(u => u !== id);
+  for (const t of down) if (components[t] && !(components[t].upstream || []).includes(id)) components[t].upstream = [...(components[t].upstream || []), id];
+  const plain = h => h === undefined || h === null || h === 'start';
+  const have = new Set();
+  graph.edges = graph.edges.filter(e => {
+    if (e.source !== id) return true;
+    if (plain(e.sourceHandle)) return down.includes(e.target);
+    const key = `${e.sourceHandle}\n${e.target}`;
+    if (!wanted.has(key) || have.has(key)) return false;
+    have.add(key);
+    return true;
+  });
+  for (const [key, [handle, target]] of wanted) if (!have.has(key)) graph.edges.push(routeEdge(id, handle, target));
+}
+
+/** A router's params with the targets of one branch (a route of routesOf) replaced. */
+function withTargets(params, type, route, targets) {
+  const out = clone(params || {});
+  if (type === 'Categorize') {
+    const cats = out.category_description || {};
+    out.category_description = { ...cats, [route.key]: { ...(cats[route.key] || {}), to: targets } };
+  } else if (route.key === 'else') {
+    out.end_cpn_ids = targets;
+  } else {
+    const conditions = Array.isArray(out.conditions) ? out.conditions : [];
+    out.conditions = conditions.map((c, i) => (i === route.key ? { ...(c || {}), to: targets } : c));
+  }
+  return out;
+}
+
+/** Route a branch of a router (the handle of a Categorize's category, a Switch's case or else) to
+ * `target`, as RAGFlow's canvas does when an edge is drawn from that handle: the target joins the
+ * branch's `to` (`end_cpn_ids` for the else), `downstream`, and the graph gets the edge from the handle. */
+export function routeTo(dsl, source, handle, target) {
+  const components = componentsOf(dsl);
+  if (!components[source] || !components[target] || source === target) return dsl;
+  const node = ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === source);
+  const route = routesOf(components[source], node).find(r => r.handle === handle);
+  if (!route) return connect(dsl, source, target);
+  if (route.targets.includes(target)) return dsl;
+  return setParams(dsl, source, withTargets((components[source].obj || {}).params, typeOf(components[source]), route, [...route.targets, target]));
+}
+
+/** Take `target` out of one branch of a router (its edge from that handle deleted). */
+export function unroute(dsl, source, handle, target) {
+  const components = componentsOf(dsl);
+  const node = ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === source);
+  const route = components[source] && routesOf(components[source], node).find(r => r.handle === handle);
+  if (!route) return disconnect(dsl, source, target);
+  return setParams(dsl, source, withTargets((components[source].obj || {}).params, typeOf(components[source]), route, route.targets.filter(t => t !== target)));
+}
+
+/** A router's params with `targets` taken out of every branch (what RAGFlow does when they are deleted). */
+function withoutTargets(dsl, id, targets) {
+  const cpn = componentsOf(dsl)[id];
+  const node = ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === id);
+  let params = (cpn.obj || {}).params || {};
+  for (const route of routesOf(cpn, node)) {
+    if (route.targets.some(t => targets.has(t))) params = withTargets(params, typeOf(cpn), route, route.targets.filter(t => !targets.has(t)));
+  }
+  return params;
 }
 
 /** Move nodes: {id: {x, y}} (positions relative to their group, as React Flow and RAGFlow keep them). */
@@ -123,7 +241,11 @@ export function deleteComponents(dsl, ids) {
   const graph = graphOf(out);
   graph.nodes = graph.nodes.filter(n => !gone.has(n.id) && !gone.has(n.parentId));
   graph.edges = graph.edges.filter(e => !gone.has(e.source) && !gone.has(e.target));
-  return out;
+  let result = out;
+  for (const [id, cpn] of Object.entries(components)) {
+    if (routesOf(cpn, null).some(r => r.targets.some(t => gone.has(t)))) result = setParams(result, id, withoutTargets(result, id, gone));
+  }
+  return result;
 }
 
 /** Connect `source` to `target` (downstream / upstream and a graph edge); a link that exists stays one. */
@@ -144,6 +266,8 @@ export function connect(dsl, source, target) {
 
 /** Remove the link `source` -> `target`. */
 export function disconnect(dsl, source, target) {
+  const cpn = componentsOf(dsl)[source];
+  if (cpn && routesOf(cpn, null).some(r => r.targets.includes(target))) dsl = setParams(dsl, source, withoutTargets(dsl, source, new Set([target])));
   const out = clone(dsl);
   const components = componentsOf(out);
   if (components[source]) components[source].downstream = (components[source].downstream || []).filter(d => d !== target);
@@ -158,8 +282,10 @@ export function setParams(dsl, id, params) {
   const out = clone(dsl);
   const cpn = componentsOf(out)[id];
   if (!cpn) return dsl;
-  cpn.obj = { ...(cpn.obj || {}), params: clone(params) };
   const node = graphOf(out).nodes.find(n => n.id === id);
+  const before = routesOf(cpn, node);
+  cpn.obj = { ...(cpn.obj || {}), params: clone(params) };
   if (node) node.data = { ...(node.data || {}), form: { ...((node.data && node.data.form) || {}), ...clone(params) } };
+  if (before.length || routesOf(cpn, node).length) syncRoutes(out, id, before);
   return out;
 }

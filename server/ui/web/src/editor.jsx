@@ -5,10 +5,10 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { ReactFlow, ReactFlowProvider, Background, Controls, applyNodeChanges, useReactFlow } from '@xyflow/react';
 import { api } from './api.js';
-import { FIT, flowEdges, flowNodes, nodeTypes } from './canvas.jsx';
+import { FIT, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
-import { addComponent, connect, deleteComponents, disconnect, emptyDsl, materialize, moveNodes, setParams } from './editmodel.js';
-import { isContainer, layout } from './graphmodel.js';
+import { addComponent, connect, deleteComponents, disconnect, emptyDsl, materialize, moveNodes, routeTo, setParams, unroute } from './editmodel.js';
+import { isContainer, layout, routesOf } from './graphmodel.js';
 import { ParamsForm } from './paramsform.jsx';
 import { componentsOf, plainError, route, typeOf } from './util.js';
 
@@ -135,7 +135,8 @@ function Editor({ agent, schemas }) {
 
   const problems = useMemo(() => problemsByComponent(verdict.diagnostics), [verdict]);
   const drawn = useMemo(() => layout(dsl), [dsl]);
-  const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected);
+  const [pickedEdges, setPickedEdges] = useState(() => new Set());
+  const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected, pickedEdges);
 
   useEffect(() => { document.title = `Edit · ${agent ? agent.title : 'new agent'} · canvas2graph`; }, [agent]);
   useUndoKeys(history);
@@ -147,17 +148,24 @@ function Editor({ agent, schemas }) {
     setTimeout(() => { const zoom = flow.getZoom(); flow.fitView({ nodes: [{ id }], minZoom: zoom, maxZoom: zoom, duration: 150 }); }, 60);
     notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
   }
-  function remove(ids) {
+  function remove(ids, edges = []) {
     const real = ids.filter(id => components[id] && id !== 'begin');
-    if (!real.length) return;
-    history.change(deleteComponents(dsl, real));
+    // the edges of a deleted box go with it; others selected with it are dropped in the same step
+    const alone = edges.filter(e => !ids.includes(e.source) && !ids.includes(e.target));
+    if (!real.length) { if (alone.length) dropEdges(alone); return; }
+    history.change(dropEdgesFrom(deleteComponents(dsl, real), alone));
     if (real.includes(selected)) setSelected(null);
     notify(`Deleted ${real.join(', ')}.`);
   }
-  function addLink(from, to) {
-    history.change(connect(dsl, from, to));
-    notify(`Connected ${from} to ${to}.`);
+  function addLink(from, to, handle = null) {
+    const route = handle && routesFor(from).find(r => r.handle === handle);
+    history.change(route ? routeTo(dsl, from, handle, to) : connect(dsl, from, to));
+    notify(route ? `Routed ${route.label} of ${from} to ${to}.` : `Connected ${from} to ${to}.`);
   }
+  function dropEdges(gone) {
+    if (gone.length) history.change(dropEdgesFrom(dsl, gone));
+  }
+  const routesFor = id => routesOf(components[id], ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === id));
 
   async function save() {
     if (!agent && !title.trim()) { document.getElementById('editor-title').focus(); return; }
@@ -183,13 +191,13 @@ function Editor({ agent, schemas }) {
             <ReactFlow nodes={shown} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
               proOptions={{ hideAttribution: true }} deleteKeyCode={['Delete', 'Backspace']} onNodesChange={onNodesChange}
               onNodeClick={(_, n) => setSelected(n.id)} onPaneClick={() => setSelected(null)}
-              onConnect={c => addLink(c.source, c.target)} onNodesDelete={gone => remove(gone.map(n => n.id))}
-              onEdgesDelete={gone => history.change(gone.reduce((next, e) => disconnect(next, e.source, e.target), dsl))}>
+              onConnect={c => addLink(c.source, c.target, c.sourceHandle)}
+              onDelete={gone => remove(gone.nodes.map(n => n.id), gone.edges)} onEdgesChange={changes => setPickedEdges(old => pickEdges(old, changes))}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={FIT} />
             </ReactFlow>
           </div>
-          <LinkForm ids={ids} onLink={addLink} />
+          <LinkForm ids={ids} routesFor={routesFor} onLink={addLink} />
           <DiagnosticsBox diagnostics={verdict.diagnostics} onPick={setSelected} />
         </section>
         <Inspector id={selected} cpn={cpn} spec={cpn && bySpec[typeOf(cpn)]} schemas={schemas} problems={problems} ids={ids}
@@ -201,20 +209,39 @@ function Editor({ agent, schemas }) {
 }
 
 /** React Flow's nodes and edges for the editor: every box selectable; tool boxes movable once the graph holds them. */
-function useEditorGraph(dsl, drawn, problems, selected) {
+function useEditorGraph(dsl, drawn, problems, selected, pickedEdges) {
   const nodes = useMemo(() => flowNodes(drawn.items, {}, problems, drawn.direction).map(n => ({ ...n, selected: n.id === selected,
     draggable: (n.data.kind !== 'tool' && n.data.kind !== 'agent') || Boolean(dsl.graph && dsl.graph.nodes.some(g => g.id === n.id)) })),
   [drawn, problems, selected, dsl]);
   const edges = useMemo(() => flowEdges(drawn.edges, {}).map(e => ({ ...e, deletable: e.className.includes('edge-flow'), focusable: true,
-    ariaLabel: `Edge from ${e.source} to ${e.target}` })), [drawn]);
+    selected: pickedEdges.has(e.id),
+    ariaLabel: `Edge from ${e.source}${e.data && e.data.route ? ` (${e.data.route})` : ''} to ${e.target}` })), [drawn, pickedEdges]);
   return { nodes, edges };
+}
+
+/** The DSL without the links React Flow's edges `gone` drew (a router's edge: that branch's target). */
+function dropEdgesFrom(dsl, gone) {
+  return gone.reduce((next, e) => (e.data && e.data.handle ? unroute(next, e.source, e.data.handle, e.target)
+    : disconnect(next, e.source, e.target)), dsl);
+}
+
+/** The selected edges after React Flow's changes (a click or Enter on a focused edge selects it; Delete then
+ * removes what is selected). */
+function pickEdges(old, changes) {
+  const picks = changes.filter(c => c.type === 'select');
+  if (!picks.length) return old;
+  const next = new Set(old);
+  for (const c of picks) (c.selected ? next.add(c.id) : next.delete(c.id));
+  return next;
 }
 
 /** Moving boxes: React Flow's nodes follow a drag as it goes; the DSL takes the positions once it ends
  * (a drag, or arrow keys on a selected box), one undo step per move. Enter on a focused box selects it. */
-function useMoves(nodes, dsl, history, setSelected) {
+function useMoves(drawnNodes, dsl, history, setSelected) {
+  const [nodes, onMeasure] = useMeasured(drawnNodes);
   const [dragging, setDragging] = useState(null);
   function onNodesChange(changes) {
+    onMeasure(changes);
     const picked = changes.find(c => c.type === 'select' && c.selected);
     if (picked) setSelected(picked.id);
     const moves = changes.filter(c => c.type === 'position');
@@ -269,11 +296,13 @@ function Palette({ kinds, kind, setKind, onAdd, hint }) {
 }
 
 /** "Connect A to B", the keyboard's way to draw an edge. */
-function LinkForm({ ids, onLink }) {
-  const [link, setLink] = useState({ from: '', to: '' });
+function LinkForm({ ids, routesFor, onLink }) {
+  const [link, setLink] = useState({ from: '', to: '', handle: '' });
+  const routes = link.from ? routesFor(link.from) : [];
+  const handle = routes.some(r => r.handle === link.handle) ? link.handle : (routes[0] || {}).handle;
   const submit = event => {
     event.preventDefault();
-    if (link.from && link.to) onLink(link.from, link.to);
+    if (link.from && link.to) onLink(link.from, link.to, handle || null);
   };
   return (
     <form className="link-form" onSubmit={submit} aria-label="Connect two components">
@@ -281,6 +310,12 @@ function LinkForm({ ids, onLink }) {
       <select id="link-from" value={link.from} onChange={e => setLink({ ...link, from: e.target.value })}>
         <option value="">(from)</option>{ids.map(id => <option key={id} value={id}>{id}</option>)}
       </select>
+      {routes.length ? (<>
+        <label htmlFor="link-branch" className="inline-label">branch</label>
+        <select id="link-branch" value={handle} onChange={e => setLink({ ...link, handle: e.target.value })}>
+          {routes.map(r => <option key={r.handle} value={r.handle}>{r.label}</option>)}
+        </select>
+      </>) : null}
       <label htmlFor="link-to" className="inline-label">to</label>
       <select id="link-to" value={link.to} onChange={e => setLink({ ...link, to: e.target.value })}>
         <option value="">(to)</option>{ids.map(id => <option key={id} value={id}>{id}</option>)}

@@ -10,6 +10,10 @@ const TOOL_SIZE = { width: 180, height: 44 };
 const NOTE_SIZE = { width: 200, height: 90 };
 const CONTAINERS = new Set(['Iteration', 'Loop']);
 const PAD = { x: 30, top: 50, bottom: 30 };
+export const ROUTE_HEIGHT = 22;          // one branch of a router (a row with its handle)
+
+/** The id of the edge a router's branch `label` draws to `target`: "Categorize:Route[yes]->LLM:Md". */
+export const routeEdgeId = (source, label, target) => `${source}[${label}]->${target}`;
 
 export const isContainer = type => CONTAINERS.has(type);
 
@@ -43,19 +47,38 @@ export function agentTools(cpn) {
 
 const list = v => (Array.isArray(v) ? v : typeof v === 'string' && v ? [v] : []);
 
-/** A router's targets with the branch that leads there: Categorize's categories, Switch's cases and else. */
-export function routeLabels(cpn) {
+/** RAGFlow's handle of a Switch's else branch (its SwitchElseTo), and of case i ("Case 1", "Case 2"...). */
+export const SWITCH_ELSE = 'end_cpn_ids';
+export const switchCase = i => `Case ${i + 1}`;
+
+/** The handle ids RAGFlow gave a Categorize's categories: the `uuid` of each of its graph node's
+ * `data.form.items`, by category name. */
+function categoryUuids(graphNode) {
+  const items = graphNode && graphNode.data && graphNode.data.form && graphNode.data.form.items;
+  return new Map((Array.isArray(items) ? items : []).filter(i => i && typeof i.name === 'string' && i.uuid).map(i => [i.name, String(i.uuid)]));
+}
+
+/** A router's branches as RAGFlow's canvas draws them, one source handle each: a Categorize's categories
+ * (handle: the category's uuid in the graph node's `items`, else its name), a Switch's cases ("Case 1"...)
+ * and its else ("end_cpn_ids"). Each: {handle, label, targets, key} (key: the category name, or the case's
+ * index, or "else"). Other components have none. */
+export function routesOf(cpn, graphNode) {
   const params = (cpn && cpn.obj && cpn.obj.params) || {};
-  const out = new Map();
-  const add = (target, label) => { if (typeof target === 'string') out.set(target, out.has(target) ? `${out.get(target)}, ${label}` : label); };
-  if (typeOf(cpn) === 'Categorize' && params.category_description && typeof params.category_description === 'object') {
-    for (const [name, desc] of Object.entries(params.category_description)) for (const t of list(desc && desc.to)) add(t, name.trim());
+  if (typeOf(cpn) === 'Categorize') {
+    const uuids = categoryUuids(graphNode);
+    const cats = params.category_description && typeof params.category_description === 'object' && !Array.isArray(params.category_description)
+      ? params.category_description : {};
+    // in the order of the node's items, as RAGFlow draws them, then those its items do not hold
+    const known = [...uuids.keys()].filter(n => Object.hasOwn(cats, n));
+    return [...known, ...Object.keys(cats).filter(n => !uuids.has(n))]
+      .map(name => ({ handle: uuids.get(name) || name, label: name.trim() || name, targets: list(cats[name] && cats[name].to), key: name }));
   }
   if (typeOf(cpn) === 'Switch') {
-    (Array.isArray(params.conditions) ? params.conditions : []).forEach((c, i) => { for (const t of list(c && c.to)) add(t, `case ${i + 1}`); });
-    for (const t of list(params.end_cpn_ids)) add(t, 'else');
+    const cases = (Array.isArray(params.conditions) ? params.conditions : [])
+      .map((c, i) => ({ handle: switchCase(i), label: switchCase(i), targets: list(c && c.to), key: i }));
+    return [...cases, { handle: SWITCH_ELSE, label: 'Else', targets: list(params.end_cpn_ids), key: 'else' }];
   }
-  return out;
+  return [];
 }
 
 /** Every node to draw: {id, kind: component|tool|agent|note, type, label, parentId, position?, width, height}. */
@@ -71,8 +94,9 @@ export function canvasItems(dsl) {
   };
   for (const [id, cpn] of Object.entries(components)) {
     const type = typeOf(cpn);
+    const routes = routesOf(cpn, saved.get(id)).map(({ handle, label: text }) => ({ handle, label: text }));
     items.push({ id, kind: 'component', type, label: label(id, cpn), parentId: cpn && cpn.parent_id && components[cpn.parent_id] ? cpn.parent_id : undefined,
-      ...(isContainer(type) ? {} : SIZE) });
+      ...(isContainer(type) ? {} : SIZE), ...(routes.length ? { routes, height: SIZE.height + ROUTE_HEIGHT * routes.length } : {}) });
     seen.add(id);
   }
   // an Agent's tools and sub-agents (sub-agents may have their own), as RAGFlow draws them below it
@@ -105,11 +129,19 @@ export function canvasItems(dsl) {
     seen.add(id);
   }
   for (const [id, cpn] of Object.entries(components)) {
-    const labels = routeLabels(cpn);
-    const targets = new Set([...((cpn && cpn.downstream) || []), ...labels.keys()]);
-    for (const next of targets) {
-      if (!components[next] || next === id) continue;
-      edges.push({ id: `${id}->${next}`, source: id, target: next, kind: 'flow', label: labels.get(next) });
+    // a router's edges leave from the handle of their branch (one edge per branch and target, as RAGFlow
+    // draws them); a `downstream` link no branch names leaves from the box itself
+    const routed = new Set();
+    for (const r of routesOf(cpn, saved.get(id))) {
+      for (const next of new Set(r.targets)) {
+        if (!components[next] || next === id) continue;
+        routed.add(next);
+        edges.push({ id: routeEdgeId(id, r.label, next), source: id, sourceHandle: r.handle, target: next, kind: 'flow', route: r.label });
+      }
+    }
+    for (const next of new Set((cpn && cpn.downstream) || [])) {
+      if (!components[next] || next === id || routed.has(next)) continue;
+      edges.push({ id: `${id}->${next}`, source: id, target: next, kind: 'flow' });
     }
   }
   return { items, edges, saved };
@@ -131,6 +163,8 @@ export function layout(dsl, { rankdir = 'TB' } = {}) {
     sizeContainers(items);
     return { items, edges, direction: 'LR' };        // RAGFlow draws left to right
   }
+  // top to bottom, a router's branches sit side by side along its bottom edge (one row)
+  if (rankdir === 'TB') for (const item of items) if (item.routes) item.height = SIZE.height + ROUTE_HEIGHT;
   dagreLayout(items, edges, rankdir);
   return { items, edges, direction: rankdir };
 }

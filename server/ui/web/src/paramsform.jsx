@@ -1,10 +1,12 @@
 // A component's params as a form generated from the JSON schema of its params model (GET /components):
 // text, numbers, switches and choices as their own controls, anything structured as JSON checked as it is
 // typed. The fields every component inherits (retries, exception handling...) sit under "Advanced". An
-// Agent's tools are a list of tool entries, each with its own generated form. Diagnostics that name a
+// Agent's tools are a list of tool entries, each with its own generated form, and its MCP servers a list of
+// servers with their tools (mcpform.jsx). Diagnostics that name a
 // field (`params.llm_id`) show under it.
 import { useEffect, useId, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
+import { McpField } from './mcpform.jsx';
 import { jsonError, pretty } from './util.js';
 
 const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
@@ -135,6 +137,9 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
   const field = name => {
     if (name === 'tools' && schemas.length) {
       return <ToolsField key={name} value={params[name]} onChange={v => set(name, v)} schemas={schemas} problems={problems} prefix={prefix} />;
+    }
+    if (name === 'mcp' && schemas.length) {
+      return <McpField key={name} value={(params || {})[name]} onChange={v => set(name, v)} problems={problems} prefix={prefix} />;
     }
     return <Field key={name} name={name} schema={resolve(props[name] || {}, defs)} value={(params || {})[name]} onChange={v => set(name, v)}
       problems={problems} prefix={prefix} />;

@@ -6,6 +6,10 @@ import { componentsOf, seconds, typeOf } from './util.js';
 
 const set = (states, id, state, detail = '', extra = {}) => (id ? { ...states, [id]: { state, detail, ...extra } } : states);
 
+/** The category a Categorize picked (its `category_name` output), kept with its state so the canvas
+ * highlights that category's edge only, also when two categories lead to the same component. */
+const branchOf = outputs => (outputs && typeof outputs.category_name === 'string' ? { branch: outputs.category_name } : {});
+
 /** The components a form comes from: those still running, else a UserFillUp whose upstream is done
  * (the pause interrupts it before it reports a start). */
 function asking(states, dsl) {
@@ -24,7 +28,7 @@ export function applyRunEvent(states, event, dsl) {
     case 'node_started': return set(states, data.component_id, 'running', '', { startedAt: Date.now() });
     case 'node_finished':
       return data.error ? set(states, data.component_id, 'error', String(data.error))
-        : set(states, data.component_id, 'done', seconds(data.elapsed_time));
+        : set(states, data.component_id, 'done', seconds(data.elapsed_time), branchOf(data.outputs));
     case 'user_inputs':
       return asking(states, dsl).reduce((s, id) => set(s, id, 'paused', 'waiting for the form'), states);
     default: return states;
@@ -55,7 +59,7 @@ export function statesFromSteps(steps, dsl, status) {
   for (const step of steps) {
     if (step.error) states = set(states, step.component_id, 'error', String(step.error));
     else if (step.form && status === 'paused' && step === last) states = set(states, step.component_id, 'paused', 'waiting for the form');
-    else states = set(states, step.component_id, 'done', seconds(step.elapsed));
+    else states = set(states, step.component_id, 'done', seconds(step.elapsed), branchOf(step.outputs));
   }
   if (status === 'finished') states = finishTurn(states, dsl, {});
   return states;

@@ -1,0 +1,101 @@
+"""The `serve` and `tokens` commands (their options are declared with the others in canvas2graph/cli/main.py).
+
+    canvas2graph serve [--host 127.0.0.1] [--port 9380] [--db PATH_OR_URL] [--llm-script FILE] ...
+    canvas2graph tokens create --tenant NAME | list [--tenant NAME] | revoke TOKEN_OR_ID [--tenant NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from canvas2graph.types import UsageError
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from canvas2graph.server.app import create_app
+    from canvas2graph.server.config import ServerConfig
+
+    if args.max_body_mb <= 0:
+        raise UsageError("--max-body-mb must be positive")
+    if args.busy_wait < 0:
+        raise UsageError("--busy-wait must be zero or more seconds")
+    if args.compile_timeout <= 0 or args.compile_memory_mb <= 0 or args.compile_workers < 1:
+        raise UsageError("--compile-timeout, --compile-memory-mb and --compile-workers must be positive")
+    session_ttl = None
+    if args.session_ttl:
+        from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
+        try:
+            session_ttl = parse_duration(args.session_ttl)
+        except LifecycleError as e:
+            raise UsageError(f"--session-ttl: {e}") from None
+        if session_ttl <= 0:
+            raise UsageError("--session-ttl must be more than 0 (leave it out to keep sessions)")
+    config = ServerConfig(db=args.db, session_ttl=session_ttl, llm_script=args.llm_script, models_config=args.models,
+                          allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
+                          max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                          busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
+                          default_llm=args.default_llm, compile_timeout=args.compile_timeout,
+                          compile_memory_mb=args.compile_memory_mb, compile_workers=args.compile_workers,
+                          files_dir=args.files_dir, upload_limits=args.upload_limits)
+    from canvas2graph.runtime.services.mcp import MCPConfigError
+    from canvas2graph.runtime.services.sandbox import CodePolicyError
+    from canvas2graph.runtime.services.scripted import ScriptError
+    from canvas2graph.server.uploads import UploadLimitsError
+    try:
+        app = create_app(config)
+    except (MCPConfigError, CodePolicyError, ScriptError, UploadLimitsError) as e:
+        raise UsageError(str(e))
+    if args.allow_local_code:
+        check_sandbox()
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
+    return 0
+
+
+def check_sandbox() -> None:
+    """`--allow-local-code` runs tenants' scripts in the bubblewrap sandbox, never without it: a server
+    that cannot make one stops here rather than fail every CodeExec later."""
+    from canvas2graph.runtime.services.sandbox import CodePolicy, SandboxUnusable
+    from canvas2graph.runtime.services.sandbox.bubblewrap import find_bubblewrap
+
+    policy = CodePolicy.resolve({"allow_local": True, "unsafe_local": False})
+    if policy.remote:                   # CANVAS2GRAPH_SANDBOX_URL: scripts go there, not to this machine
+        return
+    try:
+        asyncio.run(find_bubblewrap(policy.bwrap))
+    except SandboxUnusable as e:
+        raise UsageError(f"--allow-local-code runs scripts in a sandbox on this machine, and there is none: {e}")
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    return asyncio.run(_tokens(args))
+
+
+async def _tokens(args: argparse.Namespace) -> int:
+    from canvas2graph.server.backend.store import StoreError, open_store
+
+    try:
+        async with open_store(args.db) as store:
+            if args.tokens_command == "create":
+                token_id, token = await store.create_token(args.tenant)
+                print(token)
+                print(f"token {token_id} for tenant {args.tenant.strip()}: keep it now, it is not shown again",
+                      file=sys.stderr)
+            elif args.tokens_command == "list":
+                for row in await store.list_tokens(args.tenant):
+                    state = "revoked " + _when(row["revoked_at"]) if row["revoked_at"] else "active"
+                    print(f"{row['id']}\t{row['tenant']}\tcreated {_when(row['created_at'])}\t{state}")
+            else:
+                if not await store.revoke_token(args.token, args.tenant):
+                    raise UsageError("no active token matches" + (f" for tenant {args.tenant}" if args.tenant else ""))
+                print("revoked")
+    except StoreError as e:
+        raise UsageError(str(e))
+    return 0
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))

@@ -1,0 +1,232 @@
+"""Runs of webhook calls for one server process, and the log `/webhook/logs` reads.
+
+Each call is a session of its own (source "webhook"), checkpointed like any other, and a row of
+`c2g_webhook_calls` (who called, how the run went; test calls also keep every event, for RAGFlow's
+log polling). An `Immediately` call's run goes on in the background after the answer; a
+`Streaming` call waits for it.
+
+A server that stops or dies during a background run leaves the call `running` and the session at its
+last checkpoint. Every server sweeps for such calls (at startup and every `SWEEP_SECONDS`) and
+continues them: the Runner resumes the interrupted turn, or starts it when it never began. A call is
+taken over only when no live process runs its session; the session's lease keeps two servers from
+running it at once. A `Streaming` call whose server died is marked `interrupted`: its caller is gone.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from canvas2graph.server.backend.conversations import Conversations, SessionBusy, Turn
+from canvas2graph.runtime.run.runner import TurnRequest
+from canvas2graph.runtime.graph.state import REQUEST
+from canvas2graph.server.backend.store import LEASE_SECONDS, Agent, Store, WebhookCall, _owner_is_dead
+from canvas2graph.server.backend.versions import dsl_for_new_session
+from canvas2graph.server.backend.webhook import IMMEDIATELY, run_inputs
+
+log = logging.getLogger("canvas2graph.webhooks")
+
+SWEEP_SECONDS = LEASE_SECONDS
+ORPHAN_GRACE = 2 * LEASE_SECONDS      # a call another live process accepted is left alone this long
+OUTCOME_STATUS = {"finished": "finished", "paused": "paused", "stopped": "stopped", "cancelled": "cancelled"}
+
+
+@dataclass
+class Outcome:
+    """How a call's run ended, as a `Streaming` webhook answers it."""
+    success: bool
+    code: int                   # the HTTP status to answer with
+    message: str                # the answer's text, or why it failed
+
+    def body(self) -> dict[str, Any]:
+        return {"message": self.message, "success": self.success, "code": self.code}
+
+
+class WebhookRuns:
+    def __init__(self, store: Store, conversations: Conversations, sweep_seconds: float = SWEEP_SECONDS):
+        self.store = store
+        self.conversations = conversations
+        self.sweep_seconds = sweep_seconds
+        self.tasks: dict[str, asyncio.Task] = {}        # call id -> the task following its run
+        self.claimed: set[str] = set()                  # calls this process starts or follows: no orphans
+        self._sweeper: asyncio.Task | None = None
+
+    @property
+    def owner(self) -> str:
+        return self.conversations.owner
+
+    async def __aenter__(self) -> "WebhookRuns":
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="webhook-sweep")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        """Stop following runs; their calls stay `running`, and the next server continues them."""
+        tasks = [t for t in (self._sweeper, *self.tasks.values()) if t is not None]
+        self.claimed.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- calls ---------------------------------------------------------------------------------------
+    async def start(self, agent: Agent, payload: dict, *, mode: str, is_test: bool, method: str,
+                    client: str) -> tuple[WebhookCall, Turn]:
+        """Record the call, make its session and start its run (raises what Conversations.start raises)."""
+        dsl, version = await dsl_for_new_session(self.store, agent)
+        name = f"Webhook {'test ' if is_test else ''}{method}"
+        session = await self.store.create_session(agent.tenant, source="webhook", dsl=dsl, agent_id=agent.id,
+                                                  name=name, user_id=agent.tenant, version=version)
+        request = TurnRequest(query="", inputs=run_inputs(payload), user_id=agent.tenant)
+        call = WebhookCall(id=uuid.uuid4().hex, tenant=agent.tenant, agent_id=agent.id, is_test=is_test,
+                           mode=mode if mode == IMMEDIATELY else "Streaming", status="running", start_ts=time.time(),
+                           session_id=session.id, method=method, client=client, owner=self.owner,
+                           request={"query": request.query, "inputs": request.inputs, "user_id": request.user_id})
+        self.claimed.add(call.id)                       # not an orphan while it starts
+        try:
+            await self.store.add_webhook_call(call)
+            turn = await self.conversations.start(session, request)
+        except BaseException as e:
+            self.claimed.discard(call.id)
+            await asyncio.shield(self._end(call, "rejected", error=_reason(e)))
+            # a run that never started leaves no session behind (the call's log says why)
+            await asyncio.shield(self.store.delete_sessions(agent.tenant, [session.id]))
+            raise
+        return call, turn
+
+    def follow(self, call: WebhookCall, turn: Turn) -> asyncio.Task:
+        """Follow the run to its end in its own task (a caller that leaves does not stop the recording)."""
+        task = asyncio.create_task(self._follow(call, turn), name=f"webhook-{call.id}")
+        self.claimed.add(call.id)
+        self.tasks[call.id] = task
+
+        def done(_):
+            self.tasks.pop(call.id, None)
+            self.claimed.discard(call.id)
+        task.add_done_callback(done)
+        return task
+
+    async def _follow(self, call: WebhookCall, turn: Turn) -> Outcome:
+        seq = await self.store.next_event_seq(call.id) if call.is_test else 0
+        pieces: list[str] = []
+        status = 200
+        try:
+            async for batch in turn.batches():
+                for event in batch:
+                    data = event.get("data") or {}
+                    if event.get("event") == "message":
+                        piece = ("<think>" if data.get("start_to_think") else "</think>" if data.get("end_to_think")
+                                 else data.get("content") or "")
+                        if piece:
+                            pieces.append(piece)
+                    elif event.get("event") == "message_end":
+                        status = _status(data.get("status"), status)
+                if call.is_test:
+                    await self.store.add_webhook_events(call.id, seq, [(time.time(), e) for e in batch])
+                    seq += len(batch)
+        except asyncio.CancelledError:
+            raise                   # the server stops: the call stays running, for the next server
+        except Exception as e:      # noqa: BLE001 - the run broke outside its components
+            message = _reason(e)
+            await self._trace_end(call, seq, success=False, error=(message, type(e).__name__))
+            await self._end(call, "failed", error=message)
+            return Outcome(False, 500, message)
+        result = turn.outcome.status
+        if result not in OUTCOME_STATUS:    # the turn was stopped with its server: resumed later
+            return Outcome(False, 503, "the server stopped before the run ended; it continues after a restart")
+        ok = result in ("finished", "paused")
+        error = None if ok else (turn.outcome.error or "the run was cancelled")
+        await self._trace_end(call, seq, success=ok, error=(error, "ComponentError") if error else None)
+        await self._end(call, OUTCOME_STATUS[result], error=error, http_status=status if ok else 500)
+        return Outcome(True, status, "".join(pieces)) if ok else Outcome(False, 500, error)
+
+    async def _trace_end(self, call: WebhookCall, seq: int, *, success: bool, error: tuple[str, str] | None) -> None:
+        if not call.is_test:
+            return
+        events: list[tuple[float, dict]] = []
+        if error is not None:
+            events.append((time.time(), {"event": "error", "message": error[0], "error_type": error[1]}))
+        events.append((time.time(), {"event": "finished", "elapsed_time": time.time() - call.start_ts,
+                                     "success": success}))
+        with contextlib.suppress(Exception):
+            await self.store.add_webhook_events(call.id, seq, events)
+
+    async def _end(self, call: WebhookCall, status: str, *, error: str | None = None,
+                   http_status: int | None = None) -> None:
+        try:
+            fields: dict[str, Any] = {"status": status, "end_ts": time.time(), "error": error}
+            if http_status is not None:
+                fields["http_status"] = http_status
+            await self.store.update_webhook_call(call.id, **fields)
+        except Exception:           # noqa: BLE001 - the log is not worth failing the answer for
+            log.exception("could not record the end of webhook call %s", call.id)
+
+    # --- calls left by stopped or dead servers --------------------------------------------------------
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.resume_orphans()
+            except Exception:       # noqa: BLE001 - a database hiccup must not end the sweeps
+                log.exception("sweeping webhook calls failed")
+            await asyncio.sleep(self.sweep_seconds)
+
+    async def _orphaned(self, call: WebhookCall) -> bool:
+        if call.id in self.claimed or not call.session_id:
+            return False
+        if await self.store.lease_is_live(call.session_id):
+            return False            # a live process runs it
+        if call.owner == self.owner or (call.owner and _owner_is_dead(call.owner)):
+            return True
+        return time.time() - call.start_ts > ORPHAN_GRACE
+
+    async def resume_orphans(self) -> int:
+        """Continue the background runs no live server follows; returns how many were taken over."""
+        taken = 0
+        for call in await self.store.running_webhook_calls():
+            if not await self._orphaned(call):
+                continue
+            if call.mode != IMMEDIATELY:
+                await self._end(call, "interrupted", error="the server stopped during the run; its caller was gone")
+                continue
+            if await self._resume(call):
+                taken += 1
+        return taken
+
+    async def _resume(self, call: WebhookCall) -> bool:
+        session = await self.store.get_session(call.tenant, call.session_id or "")
+        if session is None:
+            await self._end(call, "failed", error="the call's session was deleted")
+            return False
+        saved = await self.store.checkpointer.aget_tuple({"configurable": {"thread_id": session.id}})
+        if saved is not None and not (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open"):
+            await self._end(call, "finished")       # it ended before its server could record it
+            return False
+        self.claimed.add(call.id)
+        try:
+            turn = await self.conversations.start(session, TurnRequest(**call.request))
+        except SessionBusy:
+            self.claimed.discard(call.id)           # another server took it first
+            return False
+        except Exception as e:      # noqa: BLE001
+            self.claimed.discard(call.id)
+            await self._end(call, "failed", error=_reason(e))
+            return False
+        await self.store.update_webhook_call(call.id, owner=self.owner)
+        log.info("continuing webhook call %s of agent %s (session %s)", call.id, call.agent_id, session.id)
+        self.follow(call, turn)
+        return True
+
+
+def _status(value: Any, current: int) -> int:
+    """A Message's `status` as an HTTP status; anything else keeps `current`."""
+    try:
+        status = int(value)
+    except (TypeError, ValueError):
+        return current
+    return status if 100 <= status <= 599 else current
+
+
+def _reason(error: BaseException) -> str:
+    return str(error) or type(error).__name__
