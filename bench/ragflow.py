@@ -68,7 +68,7 @@ async def postgres_turns(cases: list[str], reps: int, warmup: int) -> dict[str, 
     from canvas2graph.runtime.services.models import ModelFactory
     from canvas2graph.runtime.services.scripted import Script
     from canvas2graph.runtime.run.runner import Runner, TurnRequest
-    from bench.run import pg_unavailable
+    from bench.checkpoint_cost import pg_unavailable
 
     reason = await pg_unavailable(PG_URL)
     if reason:

@@ -71,9 +71,9 @@ def main() -> None:
         from bench.ingest import report
         report(args.docs)
 
-    from canvas2graph.runtime.services.retrieval import RetrievalConfig, open_backend
+    from canvas2graph.runtime.services.retrieval import RetrievalConfig
     from canvas2graph.runtime.services.retrieval.config import Endpoint
-    from tests.runtime.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
+    from tests.runtime.services.retrieval.conftest import EmbeddingServer, noida_exe, start_noida, stop_group
 
     rnd = random.Random(3)
     questions = [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 8))) for _ in range(args.queries)]
@@ -93,18 +93,7 @@ def main() -> None:
         return cfg
 
     with tempfile.TemporaryDirectory() as tmp:
-        local = open_backend(f"sqlite://{tmp}/bench.db", config())
-        t = time.perf_counter()
-        local.add_chunks("bench", chunks, "bench@OpenAI-API-Compatible")
-        store_s = time.perf_counter() - t
-        async def local_queries():
-            await measure_queries(local, questions[:2], "bench")          # warm the tokenizer
-            return await measure_queries(local, questions, "bench")
-        times = asyncio.run(local_queries())
-        print(f"embedded: store {args.chunks / store_s:.0f} chunks/s; query p50 {pct(times, 50):.1f} ms, "
-              f"p95 {pct(times, 95):.1f} ms")
-        local.close()
-
+        bench_embedded(tmp, chunks, questions, config)
         proc = None
         url = args.es
         if url is None:
@@ -115,31 +104,58 @@ def main() -> None:
                 return
             proc, url = start_noida(exe, Path(tmp) / "noida")
         try:
-            import json
-            from elasticsearch import Elasticsearch, helpers
-            es = Elasticsearch(url, request_timeout=max(120.0, args.timeout))
-            tenant = uuid.uuid4().hex[:8]
-            mapping = json.loads((Path(__file__).resolve().parents[2] / "shared" / "ragflow" / "es-mapping.json").read_text())
-            es.indices.create(index=f"ragflow_{tenant}", body=mapping)
-            t = time.perf_counter()
-            helpers.bulk(es, ({"_index": f"ragflow_{tenant}", "_id": c["id"], "_source": c} for c in chunks),
-                         chunk_size=500, refresh=True)
-            bulk_s = time.perf_counter() - t
-            async def remote_queries():
-                remote = open_backend(url.replace("http://", "elasticsearch://"), config(tenant))
-                try:
-                    await measure_queries(remote, questions[:2], "bench")
-                    return await measure_queries(remote, questions, "bench")
-                finally:
-                    await remote.aclose()
-            times = asyncio.run(remote_queries())
-            print(f"elasticsearch API ({'noida-db' if proc else url}): bulk {args.chunks / bulk_s:.0f} chunks/s; "
-                  f"query p50 {pct(times, 50):.1f} ms, p95 {pct(times, 95):.1f} ms")
-            es.indices.delete(index=f"ragflow_{tenant}")
+            bench_elasticsearch(url, "noida-db" if proc else url, chunks, questions, config, args.timeout)
         finally:
             if proc is not None:
                 stop_group(proc)
     embed.close()
+
+
+def bench_embedded(folder: str, chunks: list[dict], questions: list[str], config) -> None:
+    """The embedded store (SQLite in `folder`): chunks stored per second, query latency."""
+    from canvas2graph.runtime.services.retrieval import open_backend
+    local = open_backend(f"sqlite://{folder}/bench.db", config())
+    t = time.perf_counter()
+    local.add_chunks("bench", chunks, "bench@OpenAI-API-Compatible")
+    store_s = time.perf_counter() - t
+
+    async def local_queries():
+        await measure_queries(local, questions[:2], "bench")          # warm the tokenizer
+        return await measure_queries(local, questions, "bench")
+    times = asyncio.run(local_queries())
+    print(f"embedded: store {len(chunks) / store_s:.0f} chunks/s; query p50 {pct(times, 50):.1f} ms, "
+          f"p95 {pct(times, 95):.1f} ms")
+    local.close()
+
+
+def bench_elasticsearch(url: str, name: str, chunks: list[dict], questions: list[str], config,
+                        timeout: float) -> None:
+    """An Elasticsearch API at `url` (RAGFlow's index layout): bulk indexing per second, query latency."""
+    import json
+
+    from elasticsearch import Elasticsearch, helpers
+
+    from canvas2graph.runtime.services.retrieval import open_backend
+    es = Elasticsearch(url, request_timeout=max(120.0, timeout))
+    tenant = uuid.uuid4().hex[:8]
+    mapping = json.loads((Path(__file__).resolve().parents[2] / "shared" / "ragflow" / "es-mapping.json").read_text())
+    es.indices.create(index=f"ragflow_{tenant}", body=mapping)
+    t = time.perf_counter()
+    helpers.bulk(es, ({"_index": f"ragflow_{tenant}", "_id": c["id"], "_source": c} for c in chunks),
+                 chunk_size=500, refresh=True)
+    bulk_s = time.perf_counter() - t
+
+    async def remote_queries():
+        remote = open_backend(url.replace("http://", "elasticsearch://"), config(tenant))
+        try:
+            await measure_queries(remote, questions[:2], "bench")
+            return await measure_queries(remote, questions, "bench")
+        finally:
+            await remote.aclose()
+    times = asyncio.run(remote_queries())
+    print(f"elasticsearch API ({name}): bulk {len(chunks) / bulk_s:.0f} chunks/s; "
+          f"query p50 {pct(times, 50):.1f} ms, p95 {pct(times, 95):.1f} ms")
+    es.indices.delete(index=f"ragflow_{tenant}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
    PostgreSQL (CANVAS2GRAPH_BENCH_PG, default postgresql://postgres@127.0.0.1:5432/test; shown as
    unavailable when it cannot be reached), canvas2graph and hand-written, ms per step.
 
+Section 4 is bench/checkpoint_cost.py; the timing helpers are bench/timing.py.
 See docs/performance.md for what the figures mean.
 """
 from __future__ import annotations
@@ -22,20 +23,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import itertools
 import json
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
-import uuid
-from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 if __package__ in (None, ""):          # `python bench/run.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -44,8 +41,10 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 import canvas2graph.compiler.canvas  # noqa: E402
 from bench import dsls, handwritten  # noqa: E402
+from bench.checkpoint_cost import CHECKPOINT_CHAIN, bench_checkpoint, report_checkpoint  # noqa: E402,F401
+from bench.timing import (DURABILITY_KW, PG_URL, QUERY, RUNNER_DURABILITY, SCRIPT, Stats, fmt,  # noqa: E402,F401
+                          fresh_id, table, time_async_interleaved, time_sync)
 from canvas2graph.compiler.canvas import compile_dsl  # noqa: E402
-from canvas2graph.runtime.run.checkpoint import open_checkpointer  # noqa: E402
 from canvas2graph.types import RunContext  # noqa: E402
 from canvas2graph.runtime.services.models import ModelFactory  # noqa: E402
 from canvas2graph.runtime.services.scripted import Script  # noqa: E402
@@ -53,96 +52,9 @@ from canvas2graph.runtime.run.runner import STREAM_MODES, Runner, TurnRequest  #
 
 COMPILE_TARGET_S = 1.0        # 1,000-component compile
 RATIO_TARGET = 1.3            # canvas2graph / hand-written, per turn
-SCRIPT = {"auto_reply": "reply {n} from {component}"}
-QUERY = "hello"
 
 LOOP_PASSES = 1000
 ITERATION_ITEMS = 100
-CHECKPOINT_CHAIN = 50
-PG_URL = os.environ.get("CANVAS2GRAPH_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-
-def runner_durability() -> str | None:
-    """The `durability` Runner.run_turn streams with (None: LangGraph's default, "async").
-
-    The graph-only variant and the checkpoint section's hand-written "same durability" variant use it,
-    so the comparison follows runtime/run/runner.py as it changes."""
-    import inspect
-    import re
-
-    import canvas2graph.runtime.run.runner as session
-    if isinstance(getattr(session, "DURABILITY", None), str):
-        return session.DURABILITY
-    found = re.search(r"durability\s*=\s*[\"'](\w+)[\"']", inspect.getsource(session.Runner.run_turn))
-    return found.group(1) if found else None
-
-
-RUNNER_DURABILITY = runner_durability()
-DURABILITY_KW = {"durability": RUNNER_DURABILITY} if RUNNER_DURABILITY else {}
-
-_ids = itertools.count()
-_RUN = uuid.uuid4().hex[:8]           # session ids unique across runs: a PostgreSQL database outlives us
-
-
-def fresh_id(prefix: str = "s") -> str:
-    return f"{prefix}{_RUN}-{next(_ids)}"
-
-
-# --------------------------------------------------------------------------------------------
-# timing helpers
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class Stats:
-    median_ms: float
-    p25_ms: float
-    p75_ms: float
-    n: int
-
-    @classmethod
-    def of(cls, seconds: list[float]) -> "Stats":
-        ms = sorted(s * 1000 for s in seconds)
-        if len(ms) >= 4:
-            q = statistics.quantiles(ms, n=4)
-            p25, p75 = q[0], q[2]
-        else:
-            p25, p75 = ms[0], ms[-1]
-        return cls(statistics.median(ms), p25, p75, len(ms))
-
-
-def time_sync(make: Callable[[], Callable[[], Any]], reps: int, warmup: int) -> Stats:
-    """`make()` prepares one repetition outside the timer and returns the callable that is timed."""
-    for _ in range(warmup):
-        make()()
-    samples = []
-    for _ in range(reps):
-        fn = make()
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return Stats.of(samples)
-
-
-async def time_async_interleaved(variants: dict[str, Callable[[], Callable[[], Awaitable[Any]]]],
-                                 reps: int, warmup: int) -> dict[str, Stats]:
-    """Run the variants round-robin (rotating their order) so drift hits them all alike."""
-    names = list(variants)
-    for _ in range(warmup):
-        for name in names:
-            await variants[name]()()
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(reps):
-        order = names[r % len(names):] + names[:r % len(names)]
-        gc.collect()               # a full collection per round (~80 ms: once per round, not per turn)
-        for name in order:
-            run = variants[name]()
-            gc.collect(1)          # young garbage one variant left is not collected while another is timed
-            t0 = time.perf_counter()
-            await run()
-            samples[name].append(time.perf_counter() - t0)
-    return {n: Stats.of(s) for n, s in samples.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,7 +221,22 @@ async def bench_run_case(case: str, dsl: dict, hand_graph, executed: int, query:
             await hand_invoke_graph.ainvoke({"query": query}, limit or None)
         return run
 
-    # one checked turn each way: the turn finishes and, where the answer is deterministic, both agree
+    await _checked_turn(case, compiled, hand_invoke_graph, query, limit, check_equal)
+    stats = await time_async_interleaved({
+        "runner": runner_variant, "graph_only": graph_variant,
+        "hand_stream": hand_stream_variant, "hand_invoke": hand_invoke_variant}, reps, warmup)
+    _free(compiled, (runner_saver, graph_saver, hand_saver))
+    row = RunRow(case, len(compiled.plan.nodes), executed, stats["runner"], stats["graph_only"],
+                 stats["hand_stream"], stats["hand_invoke"], events=counts.get("runner", 0))
+    row.ratio = row.runner.median_ms / row.hand_stream.median_ms
+    row.overhead_ms_per_node = (row.runner.median_ms - row.hand_stream.median_ms) / executed
+    row.ok = row.ratio <= RATIO_TARGET
+    row.extra["hand_stream_parts"] = counts.get("hand", 0)
+    return row
+
+
+async def _checked_turn(case: str, compiled, hand_invoke_graph, query: str, limit: dict, check_equal: bool) -> None:
+    """One checked turn each way: the turn finishes and, where the answer is deterministic, both agree."""
     script = Script.load(SCRIPT)
     runner = Runner(compiled, InMemorySaver(), ModelFactory(script=script), script=script)
     events = [e async for e in runner.run_turn(fresh_id(), TurnRequest(query=query))]
@@ -319,23 +246,15 @@ async def bench_run_case(case: str, dsl: dict, hand_graph, executed: int, query:
     if check_equal and _final_text(events) != final["text"]:
         raise RuntimeError(f"{case}: canvas2graph answered {_final_text(events)!r}, hand-written {final['text']!r}")
 
-    stats = await time_async_interleaved({
-        "runner": runner_variant, "graph_only": graph_variant,
-        "hand_stream": hand_stream_variant, "hand_invoke": hand_invoke_variant}, reps, warmup)
-    # Free what the case stored (every turn's checkpoints, the compiled graphs holding the savers), so
-    # a bigger heap does not make the garbage collector slower for the cases that follow.
-    for saver in (runner_saver, graph_saver, hand_saver):
+
+def _free(compiled, savers) -> None:
+    """Free what a case stored (every turn's checkpoints, the compiled graphs holding the savers), so
+    a bigger heap does not make the garbage collector slower for the cases that follow."""
+    for saver in savers:
         saver.storage.clear(), saver.writes.clear(), saver.blobs.clear()
     compiled._graphs.clear()
     canvas2graph.compiler.canvas._CACHE.clear()
     gc.collect()
-    row = RunRow(case, len(compiled.plan.nodes), executed, stats["runner"], stats["graph_only"],
-                 stats["hand_stream"], stats["hand_invoke"], events=counts.get("runner", 0))
-    row.ratio = row.runner.median_ms / row.hand_stream.median_ms
-    row.overhead_ms_per_node = (row.runner.median_ms - row.hand_stream.median_ms) / executed
-    row.ok = row.ratio <= RATIO_TARGET
-    row.extra["hand_stream_parts"] = counts.get("hand", 0)
-    return row
 
 
 async def bench_runs(quick: bool) -> list[RunRow]:
@@ -403,186 +322,6 @@ async def bench_containers(quick: bool) -> list[RunRow]:
 
 
 # --------------------------------------------------------------------------------------------
-# 4. checkpoint cost per step
-# --------------------------------------------------------------------------------------------
-
-SAVERS = ("in-memory", "SQLite", "PostgreSQL")
-
-
-@dataclass
-class SaverRow:
-    saver: str
-    available: bool
-    note: str = ""
-    steps: int = 0
-    durability: str = ""                     # the Runner's, which the "hand" figures use too
-    canvas2graph: Stats | None = None        # Runner.run_turn
-    handwritten: Stats | None = None         # astream(tasks, custom, v2), the Runner's durability
-    hand_default: Stats | None = None        # the same with LangGraph's default durability ("async")
-    c2g_ms_step: float = 0.0
-    hand_ms_step: float = 0.0
-    hand_default_ms_step: float = 0.0
-    c2g_extra_ms_step: float = 0.0           # over canvas2graph with InMemorySaver
-    hand_extra_ms_step: float = 0.0          # over the hand-written graph with InMemorySaver
-    hand_default_extra_ms_step: float = 0.0
-    overhead_ms_step: float = 0.0            # canvas2graph - hand-written, same saver and durability
-    ratio: float = 0.0                       # canvas2graph / hand-written, same durability
-    ratio_default: float = 0.0               # canvas2graph / hand-written, default durability
-    c2g_kb_turn: float | None = None         # what one turn leaves in the checkpointer
-    hand_kb_turn: float | None = None
-
-
-async def pg_unavailable(url: str) -> str | None:
-    """None if PostgreSQL answers at `url`, else why not."""
-    try:
-        import psycopg
-        conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(url, connect_timeout=3), 5)
-        await conn.close()
-        return None
-    except Exception as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return f"{type(e).__name__}{': ' + reason if reason else ''}"
-
-
-async def stored_bytes(saver, thread_id: str) -> int | None:
-    """Bytes one thread occupies in the checkpointer: checkpoints, channel blobs, pending writes."""
-    if isinstance(saver, InMemorySaver):
-        total = sum(len(cp[1]) + len(md[1]) for ns in saver.storage.get(thread_id, {}).values()
-                    for cp, md, _ in ns.values())
-        total += sum(len(b[1]) for k, b in saver.blobs.items() if k[0] == thread_id)
-        total += sum(len(w[2][1]) for k, ws in saver.writes.items() if k[0] == thread_id for w in ws.values())
-        return total
-    try:
-        if type(saver).__name__ == "InlineSqliteSaver":
-            total = 0
-            for sql in ("SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints WHERE thread_id = ?",
-                        "SELECT sum(length(value)) FROM writes WHERE thread_id = ?"):
-                total += saver.conn.execute(sql, (thread_id,)).fetchone()[0] or 0
-            return total
-        if type(saver).__name__ == "AsyncPostgresSaver":
-            total = 0
-            async with saver.conn.cursor() as cur:
-                for sql in ("SELECT sum(pg_column_size(checkpoint) + pg_column_size(metadata)) FROM checkpoints "
-                            "WHERE thread_id = %s",
-                            "SELECT sum(pg_column_size(blob)) FROM checkpoint_blobs WHERE thread_id = %s",
-                            "SELECT sum(pg_column_size(blob)) FROM checkpoint_writes WHERE thread_id = %s"):
-                    await cur.execute(sql, (thread_id,))
-                    row = await cur.fetchone()
-                    value = row[0] if isinstance(row, tuple) else next(iter(row.values()))
-                    total += value or 0
-            return total
-    except Exception as e:        # a schema this version does not know: leave the figure out
-        print(f"  (stored bytes unavailable for {type(saver).__name__}: {type(e).__name__}: {e})", file=sys.stderr)
-    return None
-
-
-async def bench_checkpoint(quick: bool) -> list[SaverRow]:
-    """The 50-component Message chain, canvas2graph and hand-written, with each checkpointer."""
-    n = CHECKPOINT_CHAIN
-    reps, warmup = (2, 1) if quick else (25, 2)
-    compiled = compile_dsl(dsls.message_chain(n))
-    hand = handwritten.message_chain(n)
-    script = Script.load(SCRIPT)
-    models = ModelFactory(script=script)
-    durability = RUNNER_DURABILITY or "async"
-    hand_modes = {"hand": durability} | ({"hand default": "async"} if durability != "async" else {})
-    rows = {name: SaverRow(name, False, steps=n, durability=durability) for name in SAVERS}
-    async with AsyncExitStack() as stack:
-        savers: dict[str, Any] = {"in-memory": InMemorySaver()}
-        rows["in-memory"].available = True
-        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="canvas2graph-bench-"))
-        try:
-            savers["SQLite"] = await stack.enter_async_context(open_checkpointer(os.path.join(folder, "bench.sqlite")))
-            rows["SQLite"].available = True
-        except Exception as e:
-            rows["SQLite"].note = f"unavailable: {type(e).__name__}: {e}"
-        note = await pg_unavailable(PG_URL)
-        if note is None:
-            try:
-                savers["PostgreSQL"] = await stack.enter_async_context(open_checkpointer(PG_URL))
-                rows["PostgreSQL"].available = True
-            except Exception as e:
-                note = f"{type(e).__name__}: {e}"
-        if note:
-            rows["PostgreSQL"].note = f"unavailable at {PG_URL} ({note})"
-            print(f"  PostgreSQL unavailable at {PG_URL}: {note}; its row is left out", file=sys.stderr)
-        print(f"  checkpointers: {', '.join(savers)}...", file=sys.stderr, flush=True)
-
-        used: dict[str, list[str]] = {name: [] for name in savers}
-        variants: dict[str, Callable[[], Callable[[], Awaitable[Any]]]] = {}
-
-        def runner_variant(name: str, saver):
-            def make():
-                runner = Runner(compiled, saver, models, script=script)
-                sid = fresh_id("k")
-                used[name].append(sid)
-
-                async def run():
-                    async for _ in runner.run_turn(sid, TurnRequest(query=QUERY)):
-                        pass
-                return run
-            return make
-
-        def hand_variant(name: str, graph, mode: str):
-            def make():
-                sid = fresh_id("h")
-                used[name].append(sid)
-                config = {"configurable": {"thread_id": sid}}
-
-                async def run():
-                    async for _ in graph.astream({"query": QUERY}, config, durability=mode,
-                                                 stream_mode=["tasks", "custom"], version="v2"):
-                        pass
-                return run
-            return make
-
-        try:
-            for name, saver in savers.items():
-                hand_graph = hand.compile(checkpointer=saver)
-                variants[f"c2g {name}"] = runner_variant(name, saver)
-                for label, mode in hand_modes.items():
-                    variants[f"{label} {name}"] = hand_variant(name, hand_graph, mode)
-                # one checked turn each way: it finishes; what it leaves in the checkpointer
-                runner = Runner(compiled, saver, models, script=script)
-                sid = fresh_id("k")
-                used[name].append(sid)
-                _ = [e async for e in runner.run_turn(sid, TurnRequest(query=QUERY))]
-                if runner.outcome.status != "finished":
-                    raise RuntimeError(f"checkpoint cost, {name}: the turn did not finish: {runner.outcome}")
-                rows[name].c2g_kb_turn = _kb(await stored_bytes(saver, sid))
-                await variants[f"hand {name}"]()()
-                rows[name].hand_kb_turn = _kb(await stored_bytes(saver, used[name][-1]))
-            stats = await time_async_interleaved(variants, reps, warmup)
-        finally:
-            if "PostgreSQL" in savers:            # leave the shared database as we found it
-                for sid in used["PostgreSQL"]:
-                    try:
-                        await savers["PostgreSQL"].adelete_thread(sid)
-                    except Exception:
-                        break
-    base = {label: stats[f"{label} in-memory"].median_ms for label in ["c2g", *hand_modes]}
-    for name, row in rows.items():
-        if not row.available:
-            continue
-        row.canvas2graph, row.handwritten = stats[f"c2g {name}"], stats[f"hand {name}"]
-        row.hand_default = stats.get(f"hand default {name}", row.handwritten)
-        row.c2g_ms_step = row.canvas2graph.median_ms / n
-        row.hand_ms_step = row.handwritten.median_ms / n
-        row.hand_default_ms_step = row.hand_default.median_ms / n
-        row.c2g_extra_ms_step = (row.canvas2graph.median_ms - base["c2g"]) / n
-        row.hand_extra_ms_step = (row.handwritten.median_ms - base["hand"]) / n
-        row.hand_default_extra_ms_step = (row.hand_default.median_ms - base.get("hand default", base["hand"])) / n
-        row.overhead_ms_step = row.c2g_ms_step - row.hand_ms_step
-        row.ratio = row.canvas2graph.median_ms / row.handwritten.median_ms
-        row.ratio_default = row.canvas2graph.median_ms / row.hand_default.median_ms
-    return list(rows.values())
-
-
-def _kb(n: int | None) -> float | None:
-    return None if n is None else n / 1024
-
-
-# --------------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------------
 
@@ -595,15 +334,6 @@ def header() -> list[str]:
         f"  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU(s)",
     ]
 
-
-def table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
-
-
-def fmt(ms: float) -> str:
-    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
 
 
 def report(compile_rows: list[CompileRow], breakdown: dict, run_rows: list[RunRow]) -> list[str]:
@@ -648,33 +378,6 @@ def report_containers(rows: list[RunRow]) -> list[str]:
           f"{r.ratio:.2f}", "ok" if r.ok else "MISSED"] for r in rows])
     return out
 
-
-def report_checkpoint(rows: list[SaverRow]) -> list[str]:
-    n = rows[0].steps if rows else CHECKPOINT_CHAIN
-    d = rows[0].durability if rows else "async"
-    out = ["", f"4. Checkpoint cost: the {n}-component Message chain, one turn, median ms per step (per component).",
-           f"   canvas2graph = Runner.run_turn (durability \"{d}\"); hand = hand-written astream(tasks, custom, v2)",
-           f"   with the same durability; hand default = LangGraph's default durability (\"async\"); extra = over the",
-           "   same graph with InMemorySaver; KB/turn = what one turn leaves in the checkpointer."]
-    kb = lambda v: "-" if v is None else f"{v:,.0f}"
-    same = d == "async"
-    cells = []
-    for r in rows:
-        if not r.available:
-            cells.append([r.saver, "unavailable"] + [""] * (7 if same else 10))
-            continue
-        line = [r.saver, fmt(r.c2g_ms_step), fmt(r.hand_ms_step)] + ([] if same else [fmt(r.hand_default_ms_step)])
-        line += [f"{r.c2g_extra_ms_step:+.3f}", f"{r.hand_extra_ms_step:+.3f}"]
-        line += [] if same else [f"{r.hand_default_extra_ms_step:+.3f}"]
-        line += [f"{r.overhead_ms_step:.3f}", f"{r.ratio:.2f}"] + ([] if same else [f"{r.ratio_default:.2f}"])
-        line += [kb(r.c2g_kb_turn), kb(r.hand_kb_turn)]
-        cells.append(line)
-    heads = ["checkpointer", "canvas2graph", "hand"] + ([] if same else ["hand default"])
-    heads += ["c2g extra", "hand extra"] + ([] if same else ["default extra"])
-    heads += ["c2g - hand", "ratio"] + ([] if same else ["ratio vs default"]) + ["c2g KB/turn", "hand KB/turn"]
-    out += table(heads, cells)
-    out += [f"   {r.saver}: {r.note}" for r in rows if r.note]
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

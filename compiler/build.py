@@ -91,6 +91,11 @@ async def _begin(call, state: dict, runtime, *, initial_globals: dict) -> Any:
     """Begin's step: start the turn from the request channels, then run Begin (`call`) on the new turn."""
     start = start_turn(state, initial_globals)
     view = {**with_update(state, start), **{key: reduce(None, None) for key, reduce in _RESET.items()}}
+    # the form fields Begin reported last turn: RAGFlow's reset keeps an output's key and sets it to None, so a
+    # turn that does not send them reports them None (nodes/begin.py)
+    earlier = {k: None for k in ((state.get(OUTPUTS) or {}).get("begin") or {}) if not str(k).startswith("_")}
+    if earlier:
+        view[OUTPUTS] = {"begin": earlier}
     result = await call(view, runtime)
     if isinstance(result, Command):
         return Command(update=_after_start(start, result.update or {}), goto=result.goto)

@@ -35,6 +35,7 @@ from canvas2graph.runtime.graph.turn import finish_after
 
 ITEMS_PREFIX = "__items__"
 COLLECT_PREFIX = "__collect__"
+SETTLE_PREFIX = "__settle__"         # an item graph's last node: runs the generations nothing in the item streamed
 DURABILITY_KEY = "__pregel_durability"   # where LangGraph 1.2 passes a run's durability on to subgraphs
 ITEM_KEY = "#"                       # LOOPS[iteration]["#3"]: what item 3 collected
 ITEM_ONLY = "item_only"              # LOOPS[iteration][ITEM_ONLY]: an item graph's pass, which collects nothing
@@ -225,26 +226,69 @@ def add_parallel_iteration(graph, wiring, cid: str, limit: int) -> None:
                    metadata={"component_id": cid, "part": "collect", "max_concurrency": limit})
 
 
+async def _settle(state: dict, runtime, *, start, inside: list[str]) -> dict:
+    """The end of an item: every generation of the item's components that no Message streamed (an LLM whose
+    downstream Message names something else) runs now, unseen, as the sequential IterationItem runs them at
+    the start of the next pass; the Iteration collects their text, and their held `node_finished` carries it
+    (docs/compatibility.md). A failure is the producer's, as when a Message streams it."""
+    from canvas2graph.types import ComponentError
+    from canvas2graph.compiler.dsl.refs import parse_ref
+    from canvas2graph.nodes.base import settle_pending
+    from canvas2graph.runtime.graph.state import OUT_PREFIX
+    from canvas2graph.runtime.graph.values import is_pending
+    from canvas2graph.runtime.services.environment import resolve_context
+
+    outputs = state.get(OUTPUTS) or {}
+    refs = [parse_ref(f"{cid}@{key}") for cid in inside for key, value in (outputs.get(cid) or {}).items()
+            if is_pending(value)]
+    if not refs:
+        return {}
+    ctx = runtime.context
+    if ctx is None or ctx.models is None:
+        ctx = resolve_context(runtime, getattr(start.canvas, "entries", None))
+    update: dict[str, Any] = {}
+    for ref in refs:                  # one at a time, so that a failure names its producer
+        try:
+            _view, writes = await settle_pending(start, [ref], state, ctx)
+        except ComponentError:
+            raise
+        except Exception as e:        # noqa: BLE001 - the producer's failure, as a Message streaming it reports it
+            message = str(e) or type(e).__name__
+            raise ComponentError(ref.name, message, {**{k: (None if is_pending(v) else v) for k, v in
+                                                        (outputs.get(ref.name) or {}).items()}, "_ERROR": message}) from e
+        for key, values in writes.items():
+            if key.startswith(OUT_PREFIX):
+                cid = key[len(OUT_PREFIX):]
+                update.setdefault(OUTPUTS, {}).setdefault(cid, {}).update(values)
+            else:
+                update[key] = values
+    return update
+
+
 def build_item_graph(plan: Plan, container: str):
-    """The compiled graph one item of a parallel Iteration runs: its IterationItem, then its body."""
+    """The compiled graph one item of a parallel Iteration runs: its IterationItem, then its body, then the
+    settle node (`_settle`)."""
     from langgraph.graph import END, START, StateGraph
 
     from canvas2graph.types import RunContext
-    from canvas2graph.compiler.build import Wiring, add_components
+    from canvas2graph.compiler.build import Wiring, _dual, add_components
 
     start = plan.starts[container]
     inside = members(plan, container)
+    settle = SETTLE_PREFIX + plan.node_names[container]
     wiring = Wiring(plan)
-    wiring.names = {**wiring.names, start: END}          # where a body's way back to the item leads: the end
+    wiring.names = {**wiring.names, start: settle}       # where a body's way back to the item leads: its end
     graph = StateGraph(build_state_schema(), context_schema=RunContext)
     add_components(graph, wiring, inside, names=plan.node_names, first=start)
+    graph.add_node(settle, _dual(settle, partial(_settle, start=plan.nodes[start], inside=inside)), defer=True)
     graph.add_edge(START, plan.node_names[start])
+    graph.add_edge(settle, END)
     hide = hidden(plan, {c: 2 for c in parallel_iterations(plan) if c in inside})
     for e in plan.edges:
         if e.kind not in STATIC_EDGES or e.source not in inside or e.source in hide:
             continue
         if e.target == start:
-            graph.add_edge(plan.node_names[e.source], END)
+            graph.add_edge(plan.node_names[e.source], settle)
         elif e.target in inside and e.target not in hide:
             graph.add_edge(plan.node_names[e.source], plan.node_names[e.target])
     return graph.compile(checkpointer=False)

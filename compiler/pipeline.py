@@ -15,8 +15,7 @@ from canvas2graph.compiler.dsl.model import CanvasInfo
 from canvas2graph.compiler.plan import FINISH, Edge, Plan, _params_for, _reason, node_name
 from canvas2graph.types import NodeConfigError
 
-NOT_YET = {"Compiler": "the Compiler (RAGFlow's knowledge compilation, driven by compilation template groups "
-                        "stored in RAGFlow's database)"}
+NOT_YET: dict[str, str] = {}     # pipeline components RAGFlow has that are not run here (none now)
 PIPELINE_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
 
 
@@ -35,9 +34,7 @@ def plan_pipeline(dsl: CanvasDSL, out: Collector) -> Plan:
         spec = lookup_pipeline(name)
         if spec is None:
             if name in NOT_YET:
-                out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet: "
-                          "remove it to ingest with the rest of the pipeline",
-                          cid, "obj.component_name")
+                out.error("unsupported", f"{NOT_YET[name]} is not run by canvas2graph yet", cid, "obj.component_name")
             elif lookup(name) is not None:
                 out.error("unsupported", f"'{name}' is an agent component: an ingestion pipeline holds File, Parser, "
                           "TokenChunker, TitleChunker, Extractor and Tokenizer", cid, "obj.component_name")

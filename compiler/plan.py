@@ -117,7 +117,31 @@ def make_plan(dsl: CanvasDSL, out: Collector) -> Plan:
     plan.node_names = {cid: node_name(cid, taken) for cid in dsl.components}
     plan.starts = _start_items(plan, out)
     plan.edges = _edges(plan)
+    _rank_paths(plan)
     return plan
+
+
+def _rank_paths(plan: Plan) -> None:
+    """Each node's `path_rank`: where RAGFlow's path would put it among the components it runs with.
+
+    RAGFlow appends to its path, batch after batch, each component's downstream (or chosen targets) in the
+    DSL's order, taking the batch's components in path order; a breadth-first walk from Begin along the
+    plan's edges (in the DSL's order) visits them in that order. Components of one LangGraph step that
+    write the same channel (the turn's last component, `runtime.state.LAST`) are ordered by it."""
+    following: dict[str, list[str]] = {}
+    for e in plan.edges:
+        following.setdefault(e.source, []).append(e.target)
+    order: dict[str, int] = {}
+    queue = [cid for cid, node in plan.nodes.items() if node.component_type == "Begin"][:1]
+    for cid in queue:            # the queue grows while it is walked: breadth-first, each node once
+        if cid in order or cid not in plan.nodes:
+            continue
+        order[cid] = len(order)
+        queue.extend(t for t in following.get(cid, ()) if t not in order)
+    for cid in plan.nodes:       # not reachable from Begin (error gotos' targets, say): after, in canvas order
+        order.setdefault(cid, len(order))
+    for cid, node in plan.nodes.items():
+        node.path_rank = order[cid]
 
 
 def _start_items(plan: Plan, out: Collector) -> dict[str, str]:

@@ -54,43 +54,54 @@ def to_python(compiled, *, source: str | None = None) -> str:
         raise UsageError("ejecting to Python is for agent canvases; an ingestion pipeline exports as mermaid, "
                          "json, dot, svg or png")
     plan = compiled.plan
-    dsl = plan.dsl
     wiring = Wiring(plan)
-    names = wiring.names
+    parallel = parallel_iterations(plan)
+    hide = hidden(plan, parallel)             # the bodies of parallel Iterations: they run in item graphs
+    out = (_head(plan.dsl, source) + _components(plan) + _nodes(plan, wiring, parallel, hide)
+           + _edges(plan, wiring, hide) + _tail())
+    text = "\n".join(out) + "\n"
+    body = text.split("{imports}", 1)[1]
+    used = [n for n in ("END", "FINISH_NODE", "START", "TURN_END") if re.search(rf"\b{n}\b", body)]
+    return text.replace("{imports}", ", ".join(used + ["Canvas", "main"]), 1)
+
+
+def _head(dsl, source: str | None) -> list[str]:
+    """The docstring, the imports (`{imports}`, filled in last) and the `Canvas` with the DSL's globals."""
     title = dsl.title
     module = _identifier(title or (source or "agent").rsplit(".", 1)[0])
-    out: list[str] = []
-    w = out.append
-
-    # --- the docstring and imports ---------------------------------------------------------
     what = f"{title}: a" if title else "A"
     origin = f" from {source}" if source else ""
-    w('"""' + _comment(f"{what} RAGFlow agent canvas ejected to Python{origin} by canvas2graph.").replace('"""', "'''"))
-    w("")
-    w("This module builds the canvas's LangGraph StateGraph explicitly: edit it like code you wrote")
-    w("(add a node, move an edge, replace a route). Run one turn as `canvas2graph run` runs the DSL:")
-    w("")
-    w(f'    python {module}.py --query "Hello" [--format jsonl] [--session ID] [--llm-script replies.json]')
-    w("")
-    w("Nodes are named after their component ids (':' becomes '.', which LangGraph reserves), so")
-    w("checkpoints, LangGraph Studio and RAGFlow's events name them as the compiled DSL does.")
-    w('"""')
-    w("from canvas2graph.eject import {imports}")
-    w("")
+    out = [
+        '"""' + _comment(f"{what} RAGFlow agent canvas ejected to Python{origin} by canvas2graph.").replace('"""', "'''"),
+        "",
+        "This module builds the canvas's LangGraph StateGraph explicitly: edit it like code you wrote",
+        "(add a node, move an edge, replace a route). Run one turn as `canvas2graph run` runs the DSL:",
+        "",
+        f'    python {module}.py --query "Hello" [--format jsonl] [--session ID] [--llm-script replies.json]',
+        "",
+        "Nodes are named after their component ids (':' becomes '.', which LangGraph reserves), so",
+        "checkpoints, LangGraph Studio and RAGFlow's events name them as the compiled DSL does.",
+        '"""',
+        "from canvas2graph.eject import {imports}",
+        "",
+    ]
     args = []
     if title:
         args.append(f"{INDENT}title={title!r},")
     args.append(f"{INDENT}globals={literal(dsl.globals, INDENT)},")
     if dsl.variables:
         args.append(f"{INDENT}variables={literal(dsl.variables, INDENT)},")
-    w("canvas = Canvas(\n" + "\n".join(args) + "\n)")
-    w("")
+    return out + ["canvas = Canvas(\n" + "\n".join(args) + "\n)", ""]
 
-    # --- the components ----------------------------------------------------------------------
-    w("# --- Components: canvas2graph's component library, params as the DSL writes them --------------")
-    w("# (references such as {Component:Id@output} and {sys.query} are read when the component runs;")
-    w("#  `downstream` is the canvas's own wiring, which the graph below starts from)")
-    for cid, entry in dsl.components.items():
+
+def _components(plan) -> list[str]:
+    """One `canvas.component(...)` per component the plan runs, its params as the DSL writes them."""
+    out = [
+        "# --- Components: canvas2graph's component library, params as the DSL writes them --------------",
+        "# (references such as {Component:Id@output} and {sys.query} are read when the component runs;",
+        "#  `downstream` is the canvas's own wiring, which the graph below starts from)",
+    ]
+    for cid, entry in plan.dsl.components.items():
         if cid not in plan.nodes:
             continue
         call = [f"{cid!r}", f"{entry.component_name!r}"]
@@ -107,15 +118,16 @@ def to_python(compiled, *, source: str | None = None) -> str:
                     + (f",\n{INDENT}parent={entry.parent_id!r}" if entry.parent_id else "")
                     + (f",\n{INDENT}downstream={entry.downstream!r}" if entry.downstream else "")
                     + f",\n{INDENT}params={literal(entry.params, INDENT)},\n)")
-        w(text)
-    w("")
+        out.append(text)
+    return out + [""]
 
-    # --- the nodes ---------------------------------------------------------------------------
-    w("# --- Nodes: one per component, named after its id ---------------------------------------------")
-    w("builder = canvas.state_graph()")
+
+def _nodes(plan, wiring: Wiring, parallel: dict, hide: set) -> list[str]:
+    """`add_node` per plan node, in the builder's order and with its options, then the turn's end."""
+    out = ["# --- Nodes: one per component, named after its id ---------------------------------------------",
+           "builder = canvas.state_graph()"]
+    w = out.append
     scope: str | None = None
-    parallel = parallel_iterations(plan)
-    hide = hidden(plan, parallel)             # the bodies of parallel Iterations: they run in item graphs
     for cid, node in plan.nodes.items():
         if cid in hide:
             continue
@@ -135,26 +147,36 @@ def to_python(compiled, *, source: str | None = None) -> str:
         if node.role == "container":
             w(f"# {_comment(cid)} ({node.component_type}): enters {_comment(plan.starts.get(cid))}, which starts "
               "each pass of the body and leaves when it is done")
-        extra = []
-        if wiring.joins(cid):
-            extra.append("defer=True")          # a join: runs once, after every branch that runs
-        if node.params.max_retries > 0:
-            extra.append(f"retry_policy=canvas.retry({cid!r})")
-        if node.params.exception_method:
-            from canvas2graph.nodes.errors import error_targets
-            goto = ["FINISH_NODE" if t == FINISH_NODE else repr(t) for t in error_targets(node, plan, names)]
-            extra.append(f"error_handler=canvas.on_error({cid!r}, goto=[{', '.join(goto)}])")
-        line = f"builder.add_node({names[cid]!r}, canvas.node({cid!r}), {', '.join(extra + [f'**canvas.options({cid!r})'])})"
-        if wiring.joins(cid):
-            line += "   # a join: runs once all branches that run reach it"
-        w(line)
+        w(_add_node(cid, node, plan, wiring))
     w("# the end of the turn (records the answer) when a branch may still be running elsewhere")
     w("builder.add_node(FINISH_NODE, canvas.finish(), **canvas.finish_options())")
-    w("")
+    return out + [""]
 
-    # --- the edges ---------------------------------------------------------------------------
-    w("# --- Edges ------------------------------------------------------------------------------------")
-    w(f"builder.add_edge(START, {names['begin']!r})")
+
+def _add_node(cid: str, node, plan, wiring: Wiring) -> str:
+    """The `builder.add_node(...)` line of one component: a join deferred, retries, an error handler."""
+    extra = []
+    if wiring.joins(cid):
+        extra.append("defer=True")          # a join: runs once, after every branch that runs
+    if node.params.max_retries > 0:
+        extra.append(f"retry_policy=canvas.retry({cid!r})")
+    if node.params.exception_method:
+        from canvas2graph.nodes.errors import error_targets
+        goto = ["FINISH_NODE" if t == FINISH_NODE else repr(t) for t in error_targets(node, plan, wiring.names)]
+        extra.append(f"error_handler=canvas.on_error({cid!r}, goto=[{', '.join(goto)}])")
+    line = (f"builder.add_node({wiring.names[cid]!r}, canvas.node({cid!r}), "
+            f"{', '.join(extra + [f'**canvas.options({cid!r})'])})")
+    if wiring.joins(cid):
+        line += "   # a join: runs once all branches that run reach it"
+    return line
+
+
+def _edges(plan, wiring: Wiring, hide: set) -> list[str]:
+    """The static edges as `add_edge`, every route as `add_conditional_edges` with its path map."""
+    names = wiring.names
+    out = ["# --- Edges ------------------------------------------------------------------------------------",
+           f"builder.add_edge(START, {names['begin']!r})"]
+    w = out.append
     routed_done: set[str] = set()
     for e in plan.edges:
         if e.source in hide or e.target in hide:
@@ -170,34 +192,38 @@ def to_python(compiled, *, source: str | None = None) -> str:
             w(f"# on error, {_comment(e.source)} goes to {_comment(e.target)} (its error_handler above)")
         elif e.source in wiring.routed and e.source not in routed_done:
             routed_done.add(e.source)
-            edges = wiring.routed[e.source]
-            node = plan.nodes[e.source]
-            how = "passes" if node.role == "start" else "chosen"
-            if node.role == "start":
-                w(f"# {_comment(node.parent_id)}: another pass of the body, or its way out when it is done")
-            else:
-                w(f"# {_comment(e.source)} ({node.component_type}): the components its run chose")
-            w(f"builder.add_conditional_edges({names[e.source]!r}, canvas.{how}({e.source!r}), {{")
-            labels: dict[str, list[str]] = {}
-            for edge in edges:
-                labels.setdefault(edge.target, [])
-                if edge.label and edge.label not in labels[edge.target]:
-                    labels[edge.target].append(edge.label)
-            for target, lab in labels.items():
-                key = "TURN_END" if target == TURN_END else repr(target)
-                comment = f"   # {_comment(' / '.join(lab))}" if lab else ""
-                w(f"{INDENT}{key}: {_target_name(target, wiring)},{comment}")
-            w("})")
+            out += _route(e.source, plan, wiring)
     w("builder.add_edge(FINISH_NODE, END)")
-    w("")
-    w("graph = canvas.compile(builder)   # no checkpointer: `main` opens the sessions database, as `run` does")
-    w("")
-    w('if __name__ == "__main__":')
-    w(f"{INDENT}raise SystemExit(main(canvas, builder))")
-    text = "\n".join(out) + "\n"
-    body = text.split("{imports}", 1)[1]
-    used = [n for n in ("END", "FINISH_NODE", "START", "TURN_END") if re.search(rf"\b{n}\b", body)]
-    return text.replace("{imports}", ", ".join(used + ["Canvas", "main"]), 1)
+    return out + [""]
+
+
+def _route(source: str, plan, wiring: Wiring) -> list[str]:
+    """The `add_conditional_edges` of a routing node, each target labelled with the routes to it."""
+    node = plan.nodes[source]
+    how = "passes" if node.role == "start" else "chosen"
+    if node.role == "start":
+        out = [f"# {_comment(node.parent_id)}: another pass of the body, or its way out when it is done"]
+    else:
+        out = [f"# {_comment(source)} ({node.component_type}): the components its run chose"]
+    out.append(f"builder.add_conditional_edges({wiring.names[source]!r}, canvas.{how}({source!r}), {{")
+    labels: dict[str, list[str]] = {}
+    for edge in wiring.routed[source]:
+        labels.setdefault(edge.target, [])
+        if edge.label and edge.label not in labels[edge.target]:
+            labels[edge.target].append(edge.label)
+    for target, lab in labels.items():
+        key = "TURN_END" if target == TURN_END else repr(target)
+        comment = f"   # {_comment(' / '.join(lab))}" if lab else ""
+        out.append(f"{INDENT}{key}: {_target_name(target, wiring)},{comment}")
+    return out + ["})"]
+
+
+def _tail() -> list[str]:
+    """The compiled graph, and a `__main__` that runs a turn as `canvas2graph run` does."""
+    return ["graph = canvas.compile(builder)   # no checkpointer: `main` opens the sessions database, as `run` does",
+            "",
+            'if __name__ == "__main__":',
+            f"{INDENT}raise SystemExit(main(canvas, builder))"]
 
 
 def _target_name(target: str, wiring: Wiring) -> str:

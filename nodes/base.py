@@ -63,6 +63,7 @@ class Node:
     thoughts_text: str = ""
     role: str | None = None        # "container" (Iteration, Loop), "start" (their items), "exit" (ExitLoop)
     start_type: str = ""           # for containers: the component_name of their start item
+    path_rank: int = 0             # its place among the components of a step in RAGFlow's path (compiler.plan)
 
     def __init__(self, entry: "ComponentEntry", params: Params, canvas: "CanvasInfo"):
         self.id = entry.id
@@ -170,6 +171,9 @@ class Node:
         # `last` names the component for the end of the turn and carries the inputs node_finished
         # reports, riding on a write every node makes anyway
         last = {"component_id": self.id, "inputs": result.inputs}
+        step = _step_of(runtime)
+        if step is not None:        # several components end in one step: the last in path order is the turn's last
+            last["rank"] = [step, self.path_rank]
         if record:              # what the step asked of models and tools, for its trace (runtime/graph/calls.py)
             last["calls"] = record
         if result.answer is not None:
@@ -245,6 +249,15 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     future = registry[key] = asyncio.get_running_loop().create_future()
     future.add_done_callback(lambda f: f.cancelled() or f.exception())     # a failure is reported by its runner
     return future, True
+
+
+def _step_of(runtime) -> Any:
+    """The LangGraph step a node runs in (`langgraph_step` of its config), or None outside a step."""
+    try:
+        from langgraph.config import get_config
+        return get_config()["metadata"].get("langgraph_step")
+    except (RuntimeError, KeyError, ImportError):
+        return None
 
 
 async def settle_pending(node: Node, refs, state, ctx):

@@ -10,7 +10,7 @@ from pydantic import field_validator
 from canvas2graph.nodes.base import Node, Params, Result
 from canvas2graph.nodes.registry import register
 from canvas2graph.runtime.services.files import CONTENT, FileStoreError, is_file_entry, store_for
-from canvas2graph.runtime.graph.state import GLOBALS, REQUEST, combine_updates, with_update
+from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST, combine_updates, outputs_of, with_update
 from canvas2graph.runtime.graph.turn import resume_update
 
 
@@ -167,6 +167,12 @@ def _outputs_of(params: BeginParams) -> set[str] | None:
     return set(params.form())
 
 
+def answered_before(state: Mapping[str, Any]) -> bool:
+    """Whether this is a later turn of the session (history holds an earlier user message, whether or not
+    that turn finished): Begin asks for its form on the session's first turn only."""
+    return sum(1 for h in state.get(HISTORY) or [] if isinstance(h, (list, tuple)) and h and h[0] == "user") > 1
+
+
 @register("Begin", BeginParams, outputs=_outputs_of)
 class Begin(Node):
     async def run(self, state, ctx) -> Result:
@@ -193,12 +199,16 @@ class Begin(Node):
                 values = {next(iter(form)): query}
         writes = await read_sys_files(state, ctx)
         missing = [k for k, f in form.items() if not f.get("optional") and values.get(k) in (None, "")]
-        if missing and self.params.mode != "Webhook":
-            # A first turn without the form's required fields pauses like a UserFillUp would.
+        if missing and self.params.mode != "Webhook" and not answered_before(state):
+            # A first turn without the form's required fields pauses like a UserFillUp would; a later turn
+            # runs with what it was sent, the other fields None, as in RAGFlow (its form is not sent again)
             answer, resumed = ask({"component_id": self.id, "tips": self.params.tips,
                                    "inputs": {k: {**form[k], "value": None} for k in missing}}, state)
             values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
             files.update({k: True for k, v in answer.items() if is_file_field(form.get(k), v)})
             writes = combine_updates(resumed, writes)
         values = await read_files(values, files, ctx, self.id)
+        # the fields an earlier turn of the session set, None when this turn does not (RAGFlow's reset keeps
+        # an output's key; compiler/build.py hands them on)
+        values = {**{k: None for k in outputs_of(state, self.id) if not str(k).startswith("_")}, **values}
         return Result(outputs=dict(values), inputs=dict(values), writes=writes)

@@ -40,6 +40,7 @@ from canvas2graph.compiler.dsl.refs import Ref, Template, parse_ref
 from canvas2graph.nodes.base import Node, Params, Result, bare_or_braced_ref, settle_pending
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tools._web import USER_AGENT, where
+from canvas2graph.runtime.services.html_text import block_lines
 from canvas2graph.runtime.services.netguard import HostGuard
 from canvas2graph.runtime.graph.values import as_python_text, render, resolve
 
@@ -312,10 +313,5 @@ def html_text(body: str) -> str:
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(DROPPED_TAGS):
         tag.decompose()
-    for br in soup.find_all("br"):
-        br.replace_with("\n")
-    for tag in soup.find_all(BLOCKS):
-        tag.insert_before("\n")
-        tag.insert_after("\n")
-    lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]
+    lines = block_lines(soup, BLOCKS)
     return "\n".join(([title] if title else []) + [line for line in lines if line])

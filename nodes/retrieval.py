@@ -103,6 +103,8 @@ async def search(params: RetrievalParams, query: str, ctx, kb_ids: list[str] | N
     backend = (ctx.extras.get("retrieval") if ctx is not None else None)
     if backend is None:
         raise RetrievalUnavailable("no retrieval backend is configured for this run")
+    from canvas2graph.runtime.services.retrieval.tenants import for_tenant
+    backend = for_tenant(backend, ctx.extras.get("tenant"))      # a server tenant's own datasets, not others'
     from canvas2graph.runtime.services.retrieval import RetrievalRequest
     from canvas2graph.runtime.services.retrieval.metadata import doc_filter
     for field, why in params.unsupported():

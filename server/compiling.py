@@ -153,6 +153,10 @@ class CompileWorkers:
         try:
             payload = await asyncio.to_thread(_payload, dsl)
         except (TypeError, ValueError) as e:     # orjson: nesting past its limit, a value JSON has no form for
+            from canvas2graph.compiler.dsl.load import too_deep
+            deep = await asyncio.to_thread(too_deep, dsl)       # where: the component and field (linear)
+            if deep is not None:
+                return Verdict(ok=False, diagnostics=[deep.to_dict()])
             return _limit("unreadable", f"the DSL cannot be read as JSON ({e}); a DSL nests at most 200 levels")
         key = hashlib.sha256(payload).hexdigest()
         if key in self._verdicts:

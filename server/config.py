@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+# where the server serves the files components stored (routes/artifacts.py); runs link answers there
+ARTIFACT_ROUTE = "/api/v1/documents/artifact"
 
 
 @dataclass

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import orjson
 
+from canvas2graph.server.backend.answer_text import message_text
 from canvas2graph.server.backend.conversations import Turn
 
 DONE = b"data:[DONE]\n\n"
@@ -68,11 +69,7 @@ class Answer:
     def add(self, event: dict) -> None:
         kind, data = event.get("event"), event.get("data") or {}
         if kind == "message":
-            self.content += data.get("content") or ""
-            if data.get("start_to_think"):
-                self.content += "<think>"
-            elif data.get("end_to_think"):
-                self.content += "</think>"
+            self.content += message_text(data)
         if isinstance(data.get("reference"), dict):
             self.reference.update(data["reference"])
         if kind == "node_finished":
@@ -108,27 +105,39 @@ def _with_session(event: dict, session_id: str) -> dict:
     return {**event, "session_id": session_id}
 
 
-async def sse(turn: Turn, style: str, return_trace: bool = False) -> AsyncIterator[bytes]:
+def sse(turn: Turn, style: str, return_trace: bool = False) -> AsyncIterator[bytes]:
     """The turn as RAGFlow's SSE stream. Leaving early (the client went away) cancels the turn."""
     sid = turn.session.id
     trace: list[dict] = []
+
+    def frames(event: dict) -> list[bytes]:
+        if event.get("event") == "node_finished" and return_trace:
+            trace.append({"component_id": event["data"].get("component_id"),
+                          "trace": [copy.deepcopy(event["data"])]})
+            event = {**event, "data": {**event["data"], "trace": list(trace)}}
+        return [frame(_with_session(out, sid)) for out in _shape(event, style, return_trace)]
+
+    return _stream(turn, frames, failed=error_frame, done=DONE)     # RAGFlow reports a failed run in the stream
+
+
+async def _stream(turn: Turn, frames: Callable[[dict], list[bytes]], *, failed: Callable[[Exception], bytes],
+                  done: bytes, last: Callable[[], bytes] | None = None) -> AsyncIterator[bytes]:
+    """The turn's events as SSE bytes, one write per batch of events (`frames` gives an event's frames),
+    then `last()` when given, then `done`. A failure of the run is told inside the stream as `failed(error)`
+    before `done`; leaving early (the client went away) cancels the turn."""
     finished = False
     try:
         try:
             async for batch in turn.batches():
-                frames = []
-                for event in batch:
-                    if event.get("event") == "node_finished" and return_trace:
-                        trace.append({"component_id": event["data"].get("component_id"),
-                                      "trace": [copy.deepcopy(event["data"])]})
-                        event = {**event, "data": {**event["data"], "trace": list(trace)}}
-                    frames.extend(frame(_with_session(out, sid)) for out in _shape(event, style, return_trace))
-                if frames:
-                    yield b"".join(frames)
-        except Exception as e:      # noqa: BLE001 - RAGFlow reports a failed run inside the stream
-            yield error_frame(e)
+                out = [piece for event in batch for piece in frames(event)]
+                if out:
+                    yield b"".join(out)
+            if last is not None:
+                yield last()
+        except Exception as e:      # noqa: BLE001 - the client is told in the stream, not by a dropped connection
+            yield failed(e)
         finished = True
-        yield DONE
+        yield done
     finally:
         if not finished:
             turn.cancel()
@@ -193,32 +202,24 @@ def _delta(content: str, reference: Any = None) -> dict:
     return delta
 
 
-async def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
+def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
     """Chat-completion chunks for the answer's text, then (unlike RAGFlow) a last chunk with
     `finish_reason: "stop"` and the usage, then `data: [DONE]`."""
-    finished = False
-    try:
-        try:
-            async for batch in turn.batches():
-                frames = []
-                for event in batch:
-                    kind, data = event.get("event"), event.get("data") or {}
-                    if kind == "message":
-                        frames.append(openai_frame(_chunk(turn, model, _delta(data.get("content") or ""))))
-                    elif kind == "message_end":
-                        frames.append(openai_frame(_chunk(turn, model, _delta("", data.get("reference")))))
-                    elif kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
-                        frames.append(openai_frame(_chunk(turn, model, _delta(data.get("tips") or ""))))
-                if frames:
-                    yield b"".join(frames)
-            yield openai_frame(_chunk(turn, model, {}, "stop", _usage(turn)))
-        except Exception as e:      # noqa: BLE001 - as RAGFlow: the error as the answer's text
-            yield openai_frame(_chunk(turn, model, _delta(f"**ERROR**: {e}"), "stop", _usage(turn)))
-        finished = True
-        yield OPENAI_DONE
-    finally:
-        if not finished:
-            turn.cancel()
+    def frames(event: dict) -> list[bytes]:
+        kind, data = event.get("event"), event.get("data") or {}
+        if kind == "message":
+            return [openai_frame(_chunk(turn, model, _delta(data.get("content") or "")))]
+        if kind == "message_end":
+            return [openai_frame(_chunk(turn, model, _delta("", data.get("reference"))))]
+        if kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
+            return [openai_frame(_chunk(turn, model, _delta(data.get("tips") or "")))]
+        return []
+
+    def failed(error: Exception) -> bytes:      # as RAGFlow: the error as the answer's text
+        return openai_frame(_chunk(turn, model, _delta(f"**ERROR**: {error}"), "stop", _usage(turn)))
+
+    return _stream(turn, frames, failed=failed, done=OPENAI_DONE,
+                   last=lambda: openai_frame(_chunk(turn, model, {}, "stop", _usage(turn))))
 
 
 async def openai_json(turn: Turn, model: str) -> dict:

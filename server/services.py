@@ -10,8 +10,7 @@ from typing import Any
 
 from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
 from canvas2graph.runtime.services.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
-from canvas2graph.server.config import ServerConfig
-from canvas2graph.server.routes.artifacts import ROUTE as ARTIFACT_ROUTE
+from canvas2graph.server.config import ARTIFACT_ROUTE, ServerConfig
 
 
 class RunServices:

@@ -20,11 +20,26 @@ from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_e
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 
 
+UNREADABLE = ("too-deep", "unreadable")      # a DSL nested past compiler.load.MAX_DEPTH: the request is malformed
+
+
 def diagnostics_error(diagnostics: list[dict], what: str) -> ApiError:
     errors = [Diagnostic(**d) for d in diagnostics if d.get("severity") == "error"]
     first = f": {errors[0]}" if errors else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    if errors and errors[0].code in UNREADABLE:
+        return ApiError(RetCode.ARGUMENT_ERROR, f"{what} cannot be read{first}", status=400,
+                        data={"diagnostics": diagnostics})
     return data_error(f"{what} does not compile{first}{more}", data={"diagnostics": diagnostics})
+
+
+def refuse_unreadable(verdict: Verdict, what: str = "`dsl`") -> Verdict:
+    """A DSL nested deeper than a DSL may be (200 levels) is a malformed request, not a canvas with a
+    mistake: HTTP 400 (ARGUMENT_ERROR) on every route, its diagnostic naming the component and the field,
+    whether or not a default model was filled in. Other verdicts pass through."""
+    if any(d.get("code") in UNREADABLE for d in verdict.errors):
+        raise diagnostics_error(verdict.diagnostics, what)
+    return verdict
 
 
 async def check(request: Request, dsl: Any) -> Verdict:

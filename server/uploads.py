@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import os
-import tomllib
 from dataclasses import dataclass, fields, replace
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, Iterable, Mapping
 
 from canvas2graph.runtime.services.files import FileStoreError, LocalFileStore, is_file_entry
+from canvas2graph.runtime.services.toml_config import read_toml
 from canvas2graph.server.errors import ApiError, RetCode, not_found
 
 LIMITS_ENV = "CANVAS2GRAPH_UPLOAD_LIMITS"
@@ -101,12 +101,7 @@ class UploadPolicy:
         base = UploadLimits(max_file_mb=max_body_bytes / MB) if max_body_bytes else UploadLimits()
         if path is None:
             return cls(base)
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as e:
-            raise UploadLimitsError(f"cannot read upload limits file {path}: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UploadLimitsError(f"upload limits file {path} is not valid TOML: {e}") from None
+        data = read_toml(path, "upload limits file", UploadLimitsError)
         tenants = data.pop("tenants", {})
         if not isinstance(tenants, dict):
             raise UploadLimitsError(f"{path}: `tenants` must be a table of tables, one per tenant")

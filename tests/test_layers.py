@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -181,13 +182,24 @@ def test_no_module_over_600_lines_and_no_function_over_80():
 def test_the_wheel_installs_one_package(tmp_path):
     """`pip install .` puts exactly `canvas2graph` into site-packages: no `compiler`, `nodes`, `runtime`
     or `server` beside it to clash with another distribution's."""
+    source = tmp_path / "source"         # a copy: setuptools builds in the tree, and a stale build/ would ship
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    for name in listed.stdout.splitlines():
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=600)
+                            "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("canvas2graph-*.whl")
+    site = tmp_path / "site-packages"         # what `pip install` puts into a fresh environment's site-packages
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
+                                str(wheel)], capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr
+    assert {p.name for p in site.iterdir() if not p.name.endswith(".dist-info") and p.name != "bin"} == {"canvas2graph"}
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"canvas2graph"}
     packaged = {n.rpartition("/")[0].replace("/", ".") for n in names if n.endswith("/__init__.py")}
     assert packaged == {m for m, p in modules().items() if p.name == "__init__.py"}, "pyproject's package list is stale"
     for data in ("canvas2graph/server/ui/static/index.html", "canvas2graph/runtime/services/sandbox/inside/runner.js",

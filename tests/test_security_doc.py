@@ -24,7 +24,7 @@ def test_every_test_the_page_cites_exists():
 
 
 def test_the_hostile_script_table_names_tests_of_the_hostile_suite():
-    suite = REPO / "tests/runtime/test_sandbox_hostile.py"
+    suite = REPO / "tests/runtime/services/test_sandbox_hostile.py"
     section = DOC.split("### Hostile scripts", 1)[1].split("###", 1)[0]
     names = [n for n in BARE.findall(section)]
     assert len(names) >= 10
@@ -35,7 +35,7 @@ def test_every_component_using_the_guard_has_a_row_in_the_table():
     users = set()
     for package in ("nodes", "runtime", "server"):
         for path in (REPO / package).rglob("*.py"):
-            if path == REPO / "runtime" / "netguard.py":       # the guard itself (its docstring's example)
+            if path == REPO / "runtime" / "services" / "netguard.py":       # the guard itself (its docstring's example)
                 continue
             users |= set(GUARD_USER.findall(path.read_text(encoding="utf-8")))
     assert {"Invoke", "Crawler", "SearXNG", "Email", "ExeSQL", "MCP"} <= users

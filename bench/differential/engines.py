@@ -108,7 +108,7 @@ async def _c2g_turns(dsl: dict, turns: list[dict]) -> list[list[dict]]:
     from canvas2graph.compiler.canvas import compile_dsl
     from canvas2graph.runtime.run.checkpoint import open_checkpointer
     from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
-    from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRequest
+    from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRejected, TurnRequest
     compiled = compile_dsl(dsl)
     results: list[list[dict]] = []
     with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
@@ -127,6 +127,10 @@ async def _c2g_turns(dsl: dict, turns: list[dict]) -> list[list[dict]]:
                         events.append(event)
                 except TurnFailed:
                     pass
+                except TurnRejected:
+                    # a request RAGFlow's server refuses too (a form waits and the request does not answer it):
+                    # the case is compared on the turns before it
+                    break
                 finally:
                     await environment.aclose()
                 results.append(normalised(events))

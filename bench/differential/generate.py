@@ -5,10 +5,15 @@ means something: a chain of steps from Begin, each step one of
 
 - a data component (StringTransform, ListOperations, DataOperations, VariableAggregator) or an LLM,
   reading earlier outputs through `{cpn@key}` and `sys.*` references;
+- a web tool as a canvas node (TavilySearch, DuckDuckGo), its results scripted by component id;
+- an Agent with one or two tools (Wikipedia, Google) that it calls over up to two rounds, one or two calls
+  a round, its tools' results scripted by class name;
 - a fan-out into two or three parallel components, joined again (a diamond) or left as branches;
 - a Switch or a Categorize routing to two or three branches;
-- an Iteration over a split list, its body an LLM or a StringTransform, collecting an output;
-- a Loop with a counter variable, a VariableAssigner and an optional ExitLoop behind a Switch;
+- an Iteration over a split list, its body one or two components (an LLM, a StringTransform, a tool, an
+  Agent, or a nested Iteration or Loop: two levels of containers at most), collecting an output;
+- a Loop with a counter variable, a VariableAssigner and an optional ExitLoop behind a Switch, its body
+  possibly holding an LLM or a nested container;
 - a UserFillUp that pauses the turn: the case then has a second turn answering it;
 - Messages, streamed (naming an LLM's content) or not;
 
@@ -25,6 +30,13 @@ from hypothesis import strategies as st
 
 LLM_ID = "gpt-4o@OpenAI"
 WORDS = ["alpha", "beta", "gamma", "delta", "red", "blue", "one", "two", "3", "4.5"]
+MAX_CALLS = 12            # scripted replies per model component (auto_reply answers beyond them)
+# tools as canvas nodes, their results scripted by component id; tools of Agents, scripted by class name. The
+# two sets do not meet: RAGFlow's oracle looks a result up by class name first, canvas2graph by id first
+NODE_TOOLS = {"TavilySearch": {"api_key": "tvly-test", "max_results": 3}, "DuckDuckGo": {"top_n": 3, "channel": "text"}}
+AGENT_TOOLS = {"Wikipedia": ("wikipedia_search", {"top_n": 3, "language": "en"}),
+               "Google": ("google_search", {"api_key": "serp-test", "country": "us", "language": "en"})}
+TOOL_TEXTS = ["Found: RAGFlow is a RAG engine.", "Found: LangGraph runs graphs.", "No results."]
 
 
 @dataclass
@@ -46,6 +58,7 @@ class _Builder:
     outputs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)   # id -> [(key, kind: text|list|obj)]
     counts: dict[str, int] = field(default_factory=dict)
     by_component: dict[str, list] = field(default_factory=dict)
+    tool_results: dict[str, list] = field(default_factory=dict)
     fillup: str | None = None
     fillup_fields: list[str] = field(default_factory=list)
     lists: bool = False
@@ -107,13 +120,65 @@ class _Builder:
         if self.draw(st.integers(0, 4)) == 0:
             params = self.exception(params, cid, [])
         replies = []
-        for i in range(calls):
+        for i in range(min(calls, MAX_CALLS)):
             if self.draw(st.integers(0, 7)) == 0:
                 replies.append({"error": "scripted failure"})
             else:
                 replies.append(self.draw(st.sampled_from(["Fine.", "A short answer.", "Two words", "x, y, z", "42"])))
         self.by_component[cid] = replies
         self.add(cid, "LLM", params, preds, parent)
+        self.outputs[cid] = [("content", "text")]
+        return cid
+
+    def tool_node(self, preds: list[str], parent: str | None = None, calls: int = 1) -> str:
+        """A web tool as a canvas node, its executions scripted (by component id): its text alone, or its
+        text with the `json` results."""
+        name = self.draw(st.sampled_from(sorted(NODE_TOOLS)))
+        cid = self.new_id(name)
+        results = []
+        # one more than it runs: a tool with several upstream components runs again in RAGFlow (no join
+        # barrier, a documented difference), which should not make it go to the network
+        for _ in range(min(calls, MAX_CALLS) + 1):
+            text = self.draw(st.sampled_from(TOOL_TEXTS))
+            # a text alone sets `formalized_content` only; in a container's body RAGFlow keeps the `json` of
+            # an earlier pass then, which no real search leaves unset: bodies script both
+            if parent is None and self.draw(st.booleans()):
+                results.append(text)
+            else:
+                results.append({"outputs": {"formalized_content": text, "json": [{"url": "https://example.com/1",
+                                                                                  "content": text}]}, "return": text})
+        self.tool_results[cid] = results
+        self.add(cid, name, dict(NODE_TOOLS[name]), preds, parent)
+        self.outputs[cid] = [("formalized_content", "text"), ("json", "obj")]
+        return cid
+
+    def agent(self, preds: list[str], parent: str | None = None, calls: int = 1) -> str:
+        """An Agent with one or two tools: each run calls them over 0-2 rounds (one or two calls a round),
+        then answers; some runs fail. Tool results are the same text for every call, so that the order in
+        which parallel calls take them does not matter."""
+        cid = self.new_id("Agent")
+        names = self.draw(st.lists(st.sampled_from(sorted(AGENT_TOOLS)), min_size=1, max_size=2, unique=True))
+        tools = [{"component_name": n, "name": n, "params": dict(AGENT_TOOLS[n][1])} for n in names]
+        functions = [f"{AGENT_TOOLS[n][0]}_{i}" for i, n in enumerate(names)]
+        params = {"llm_id": LLM_ID, "sys_prompt": "Use your tools, then answer.", "temperature": 0.1, "cite": False,
+                  "max_rounds": 3, "prompts": [{"role": "user", "content": self.text(preds, 1)}], "tools": tools}
+        if self.draw(st.integers(0, 4)) == 0:
+            params = self.exception(params, cid, [])
+        replies = []
+        for _ in range(min(calls, MAX_CALLS)):
+            for _round in range(self.draw(st.integers(0, 2))):
+                picked = self.draw(st.lists(st.sampled_from(functions), min_size=1, max_size=2))
+                replies.append({"tool_calls": [{"name": f, "arguments": {"query": self.draw(st.sampled_from(WORDS))}}
+                                               for f in picked]})
+                for f in picked:
+                    name = names[functions.index(f)]
+                    self.tool_results.setdefault(name, []).append(f"{name}: {TOOL_TEXTS[0]}")
+            if self.draw(st.integers(0, 7)) == 0:
+                replies.append({"error": "scripted failure"})
+            else:
+                replies.append(self.draw(st.sampled_from(["Fine.", "The tools say so.", "x, y, z", "42"])))
+        self.by_component[cid] = replies
+        self.add(cid, "Agent", params, preds, parent)
         self.outputs[cid] = [("content", "text")]
         return cid
 
@@ -178,18 +243,23 @@ class _Builder:
 def _step(b: _Builder, tails: list[str], budget: list[int]) -> list[str]:
     """One step after `tails` (all of them lead to it); returns the new tails."""
     kind = b.draw(st.sampled_from(["data", "data", "llm", "llm", "message", "fanout", "switch", "categorize",
-                                   "iteration", "loop", "fillup"]))
+                                   "iteration", "loop", "fillup", "tool", "agent"]))
     budget[0] -= 1
     if kind == "data":
         make = b.draw(st.sampled_from([b.string_transform, b.list_operations, b.data_operations, b.aggregator]))
         return [make(tails)]
     if kind == "llm":
         return [b.llm(tails)]
+    if kind == "tool":
+        return [b.tool_node(tails)]
+    if kind == "agent":
+        return [b.agent(tails)]
     if kind == "message":
         return [b.message(tails)]
     if kind == "fanout":
         width = b.draw(st.integers(2, 3))
-        branches = [b.draw(st.sampled_from([b.llm, b.message, b.string_transform]))(tails) for _ in range(width)]
+        branches = [b.draw(st.sampled_from([b.llm, b.message, b.string_transform, b.tool_node, b.agent]))(tails)
+                    for _ in range(width)]
         budget[0] -= width - 1
         return branches if b.draw(st.booleans()) else [b.message(branches)]
     if kind in ("switch", "categorize"):
@@ -214,7 +284,7 @@ def _router(b: _Builder, tails: list[str], kind: str, budget: list[int]) -> list
     names = ["billing", "weather", "other"][:b.draw(st.integers(2, 3))]
     branches = []
     for i, name in enumerate(names):
-        target = b.draw(st.sampled_from([b.message, b.llm, b.string_transform]))([cid])
+        target = b.draw(st.sampled_from([b.message, b.llm, b.string_transform, b.agent]))([cid])
         branches.append(target)
         b.comps[cid]["downstream"].remove(target)          # routers name their targets in params
         if kind == "categorize":
@@ -236,24 +306,47 @@ def _router(b: _Builder, tails: list[str], kind: str, budget: list[int]) -> list
     return [b.message(branches)]
 
 
-def _split_source(b: _Builder, tails: list[str]) -> tuple[str, str]:
+def _split_source(b: _Builder, tails: list[str], parent: str | None = None) -> tuple[str, str]:
     """A list to iterate: an earlier list output, or a new split of the query."""
     lists = b.refs(tails, "list")
     if lists and b.draw(st.booleans()):
         return b.draw(st.sampled_from(lists)), tails[0]
     cid = b.new_id("StringTransform")
     b.add(cid, "StringTransform", {"method": "split", "split_ref": "sys.query", "delimiters": [","],
-                                   "outputs": {"result": {"type": "Array<string>", "value": []}}}, tails)
+                                   "outputs": {"result": {"type": "Array<string>", "value": []}}}, tails, parent)
     b.outputs[cid] = [("result", "list")]
     b.lists = True
     return f"{cid}@result", cid
 
 
-def _iteration(b: _Builder, tails: list[str], budget: list[int]) -> str:
-    items_ref, before = _split_source(b, tails)
+PASSES = 4          # at most this many passes of a container body (3 items or 3 loop rounds, plus one)
+
+
+def _body_step(b: _Builder, prev: str, parent: str, budget: list[int], depth: int, calls: int) -> str:
+    """One component of a container's body after `prev`: an LLM, a StringTransform, a tool, an Agent, or
+    (two levels at most) a container of its own: an Iteration or a Loop inside an Iteration or a Loop."""
+    kinds = ["llm", "llm", "st", "st", "tool", "agent"] + (["iteration", "loop"] if depth < 2 else [])
+    kind = b.draw(st.sampled_from(kinds))
+    budget[0] -= 1
+    if kind == "llm":
+        return b.llm([prev], parent=parent, calls=calls)
+    if kind == "st":
+        return b.string_transform([prev], parent=parent)
+    if kind == "tool":
+        return b.tool_node([prev], parent=parent, calls=calls)
+    if kind == "agent":
+        return b.agent([prev], parent=parent, calls=calls)
+    if kind == "iteration":
+        return _iteration(b, [prev], budget, parent=parent, depth=depth + 1, calls=calls * PASSES)
+    return _loop(b, [prev], budget, parent=parent, depth=depth + 1, calls=calls * PASSES)
+
+
+def _iteration(b: _Builder, tails: list[str], budget: list[int], parent: str | None = None, depth: int = 1,
+               calls: int = PASSES) -> str:
+    items_ref, before = _split_source(b, tails, parent)
     preds = [before] if before in b.comps and before not in tails else tails
     it = b.new_id("Iteration")
-    b.add(it, "Iteration", {"items_ref": items_ref, "outputs": {}}, preds)
+    b.add(it, "Iteration", {"items_ref": items_ref, "outputs": {}}, preds, parent)
     start = b.new_id("IterationItem")
     b.add(start, "IterationItem", {}, [], parent=it, wire=False)
     b.dom[start] = b.dom[it] | {start}
@@ -261,34 +354,37 @@ def _iteration(b: _Builder, tails: list[str], budget: list[int]) -> str:
     length = b.draw(st.integers(1, 2))
     prev = start
     for _ in range(length):
-        make = b.draw(st.sampled_from(["llm", "st"]))
-        prev = b.llm([prev], parent=it, calls=4) if make == "llm" else b.string_transform([prev], parent=it)
-        budget[0] -= 1
-    key, _kind = b.outputs[prev][0]
-    b.comps[it]["obj"]["params"]["outputs"] = {"collected": {"type": "Array<string>", "ref": f"{prev}@{key}"}}
+        prev = _body_step(b, prev, it, budget, depth, calls)
+    key, _kind = b.outputs[prev][0] if b.outputs.get(prev) else b.outputs[start][0]
+    ref = f"{prev}@{key}" if b.outputs.get(prev) else f"{start}@item"
+    b.comps[it]["obj"]["params"]["outputs"] = {"collected": {"type": "Array<string>", "ref": ref}}
     b.outputs[it] = [("collected", "list")]
     return it              # the body is not visible after it: later components are dominated by `it` only
 
 
-def _loop(b: _Builder, tails: list[str], budget: list[int]) -> str:
+def _loop(b: _Builder, tails: list[str], budget: list[int], parent: str | None = None, depth: int = 1,
+          calls: int = 1) -> str:
     lp = b.new_id("Loop")
     rounds = b.draw(st.integers(1, 3))
     b.add(lp, "Loop", {"loop_variables": [{"variable": "count", "input_mode": "constant", "value": 0, "type": "number"},
                                           {"variable": "text", "input_mode": "variable", "value": "sys.query", "type": "string"}],
                        "loop_termination_condition": [{"variable": f"{lp}@count", "operator": "≥", "value": rounds,
                                                        "input_mode": "constant"}],
-                       "logical_operator": "and", "maximum_loop_count": 5}, tails)
+                       "logical_operator": "and", "maximum_loop_count": 5}, tails, parent)
     b.outputs[lp] = [("count", "text"), ("text", "text")]
     start = b.new_id("LoopItem")
     b.add(start, "LoopItem", {}, [], parent=lp, wire=False)
     b.dom[start] = b.dom[lp] | {start}
     prev = start
     if b.draw(st.booleans()):
-        prev = b.llm([prev], parent=lp, calls=rounds + 1)
+        prev = b.llm([prev], parent=lp, calls=calls * (rounds + 1))
+    elif depth < 2 and b.draw(st.integers(0, 2)) == 0:       # a container inside the Loop's body
+        prev = _body_step(b, prev, lp, budget, depth, calls * (rounds + 1))
     assign = b.new_id("VariableAssigner")
     items = [{"variable": f"{lp}@count", "operator": "+=", "parameter": 1}]
-    if prev != start and b.draw(st.booleans()):
-        items.append({"variable": f"{lp}@text", "operator": "overwrite", "parameter": f"{prev}@content"})
+    text_outputs = [k for k, kind in b.outputs.get(prev, []) if kind == "text"] if prev != start else []
+    if text_outputs and b.draw(st.booleans()):
+        items.append({"variable": f"{lp}@text", "operator": "overwrite", "parameter": f"{prev}@{text_outputs[0]}"})
     b.add(assign, "VariableAssigner", {"variables": items}, [prev], parent=lp)
     if b.draw(st.integers(0, 2)) == 0:                     # leave early through a Switch and an ExitLoop
         sw, ex, go_on = b.new_id("Switch"), b.new_id("ExitLoop"), b.new_id("StringTransform")
@@ -316,11 +412,14 @@ def _fillup(b: _Builder, tails: list[str]) -> str:
 
 @st.composite
 def cases(draw, max_steps: int = 8) -> Case:
-    """A valid DSL of 3 to ~15 components and its one or two turns."""
+    """A valid DSL of 3 to ~15 components and its turns: one, a second that answers a form, follow-ups (up to
+    three turns in all; a follow-up does not send Begin's form again)."""
     b = _Builder(draw)
     begin_inputs = {}
     if draw(st.integers(0, 3)) == 0:
         begin_inputs = {"topic": {"type": "line", "name": "Topic", "optional": False}}
+        if draw(st.booleans()):          # a second field: a follow-up turn leaves both None (RAGFlow's reset)
+            begin_inputs["level"] = {"type": "line", "name": "Level", "optional": draw(st.booleans())}
     begin = {"mode": "conversational", "prologue": "Hi!", **({"inputs": begin_inputs} if begin_inputs else {})}
     b.add("begin", "Begin", begin, [])
     b.outputs["begin"] = [(k, "text") for k in begin_inputs]
@@ -333,15 +432,21 @@ def cases(draw, max_steps: int = 8) -> Case:
         entry.pop("upstream", None)
     query = draw(st.sampled_from(["apple, banana, cherry", "why was I charged twice", "one two", "3,1,2", "[1, 2]"]))
     script = {"by_component": b.by_component, "auto_reply": "Reply from {component}."}
+    later = {"auto_reply": "Reply from {component}."}
+    if b.tool_results:          # every turn scripts its tools: an unscripted web tool would go to the network
+        script["tool_results"] = b.tool_results
+        later["tool_results"] = b.tool_results
     first: dict[str, Any] = {"query": query, "script": script}
     if begin_inputs:
-        first["inputs"] = {"topic": {"type": "line", "value": draw(st.sampled_from(WORDS))}}
+        first["inputs"] = {k: {"type": "line", "value": draw(st.sampled_from(WORDS))} for k in begin_inputs
+                           if not begin_inputs[k]["optional"] or draw(st.booleans())}
     turns = [first]
     if b.fillup:
         answers = {f: {"type": "line", "value": "make it short"} if f == "feedback" else {"type": "number", "value": 2}
                    for f in b.fillup_fields}
-        turns.append({"query": "", "inputs": answers, "script": {"auto_reply": "Reply from {component}."}})
-    elif draw(st.integers(0, 3)) == 0:
-        turns.append({"query": "and again", "script": {"auto_reply": "Reply from {component}."}})
+        turns.append({"query": "", "inputs": answers, "script": later})
+    follow_ups = draw(st.sampled_from([0, 0, 0, 1, 1, 2]))
+    for query in ["and again", "one more, please"][:max(0, min(follow_ups, 3 - len(turns)))]:
+        turns.append({"query": query, "script": later})
     return Case({"components": b.comps, "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0,
                                                      "sys.files": []}}, turns)

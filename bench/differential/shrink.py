@@ -76,6 +76,9 @@ def without(dsl: dict, gone: str) -> dict | None:
             cat["to"] = list(dict.fromkeys(x for d in cat.get("to", []) for x in (after if d in removed else [d])))
     for cid in removed:
         out = _replace_refs(out, cid)
+    starts = [e for e in comps.values() if e["obj"]["component_name"] in ("IterationItem", "LoopItem")]
+    if any(not e["downstream"] for e in starts):
+        return None         # an empty body: a DSL both engines treat as broken, whatever the difference was
     return out
 
 

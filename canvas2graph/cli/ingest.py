@@ -37,6 +37,9 @@ def add_ingest_command(sub) -> None:
     add_default_llm(i, "the model of Extractors and")
     i.add_argument("--embd-id", help="the dataset's embedding model (model@Factory); without one the chunks are "
                                      "stored for full-text search only")
+    i.add_argument("--compiler-templates", metavar="FILE",
+                   help="the Compiler's compilation template groups and templates (JSON; RAGFlow keeps them in its "
+                        "database); default $CANVAS2GRAPH_COMPILER_TEMPLATES")
     i.add_argument("--format", choices=["pretty", "jsonl"], default="pretty",
                    help="pretty: a line per file (default); jsonl: every progress event as JSON")
     i.set_defaults(func="canvas2graph.cli.ingest:cmd_ingest")
@@ -45,6 +48,9 @@ def add_ingest_command(sub) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from canvas2graph.compiler.canvas import diagnose
     from canvas2graph.cli.compile import read_source
+    if args.compiler_templates:         # read by the Compiler when it is planned (nodes/pipeline/compiler.py)
+        import os
+        os.environ["CANVAS2GRAPH_COMPILER_TEMPLATES"] = args.compiler_templates
     compiled, diags = diagnose(read_source(args.pipeline), default_llm=args.default_llm)
     for d in diags:
         print(f"{args.pipeline}: {d}", file=sys.stderr)

@@ -76,16 +76,55 @@ def unwrap(doc: Any) -> dict:
 
 
 def _check_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
-    stack = [(value, 0)]
+    return too_deep_at(value, limit) is None
+
+
+def too_deep_at(value: Any, limit: int = MAX_DEPTH) -> list | None:
+    """The path (keys and indices) to the first value nested deeper than `limit`, or None when the
+    document stays within it. Iterative and linear: each node is visited once, and its path is a chain of
+    links to its parent's, rebuilt only for the one value past the limit."""
+    stack: list[tuple[Any, int, tuple | None]] = [(value, 0, None)]
     while stack:
-        v, d = stack.pop()
+        v, d, link = stack.pop()
         if d > limit:
-            return False
+            path = []
+            while link is not None:
+                key, link = link
+                path.append(key)
+            return path[::-1]
         if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
+            stack.extend((x, d + 1, (k, link)) for k, x in v.items())
         elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return True
+            stack.extend((x, d + 1, (i, link)) for i, x in enumerate(v))
+    return None
+
+
+FIELD_SEGMENTS = 3          # how much of a too-deep value's path the diagnostic's field names
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH):
+    """A `too-deep` diagnostic naming the component and the field that nest past `limit`, or None.
+
+    The path is read inside the DSL wherever the document wraps it (a template's `dsl`, an API envelope's
+    `data`): `components.<id>.obj.params.content.0...` names the component `<id>` and the field
+    `params.content.0` (its first FIELD_SEGMENTS keys, from `params` on); a value outside every component
+    names its own first keys."""
+    path = too_deep_at(value, limit)
+    if path is None:
+        return None
+    component = None
+    rest = path
+    for i, key in enumerate(path[:4]):
+        if key == "components" and i + 1 < len(path):
+            component, rest = str(path[i + 1]), path[i + 2:]
+            if rest[:1] == ["obj"]:
+                rest = rest[1:]
+            break
+    field = ".".join(str(k) for k in rest[:FIELD_SEGMENTS]) or None
+    where = (f"component '{component}', field '{field}'" if component and field else
+             f"component '{component}'" if component else f"field '{field}'" if field else "the document")
+    return _diag("too-deep", f"{where} nests deeper than {limit} levels (a DSL nests at most {limit} levels)",
+                 component_id=component, field=field)
 
 
 _LEGACY_ID = re.compile(r"\b(" + "|".join(LEGACY_RENAMES) + r"):")
@@ -109,11 +148,12 @@ def load_dsl(source: str | bytes | dict, *, default_llm: str | None = None,
     `default_llm` fills the empty `llm_id`s (see fill_default_llm); `warnings`, when given, receives
     what was repaired on the way (text that is not Unicode)."""
     doc = parse_json(source) if isinstance(source, (str, bytes)) else source
-    if not _check_depth(doc):
-        raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    deep = too_deep(doc)
+    if deep is not None:
+        raise CompileError([deep])
     dsl = unwrap(doc)
-    if dsl is not doc and not _check_depth(dsl):     # a 'dsl' stored as a JSON string
-        raise CompileError([_diag("too-deep", f"the document nests deeper than {MAX_DEPTH} levels")])
+    if dsl is not doc and (deep := too_deep(dsl)) is not None:     # a 'dsl' stored as a JSON string
+        raise CompileError([deep])
     notes = warnings if warnings is not None else []
     dsl = check_values(dsl, notes)
     if is_legacy(dsl):                  # a canvas from RAGFlow v0.19 or before (compiler/dsl/legacy.py)
@@ -227,7 +267,7 @@ def _place(path: tuple) -> tuple[str | None, str | None]:
     return None, ".".join(text) or None
 
 
-MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser", "Extractor")    # Extractor: a pipeline's model
+MODEL_COMPONENTS = ("LLM", "Agent", "Categorize", "Browser", "Extractor", "Compiler")    # pipelines: Extractor, Compiler
 
 
 def fill_default_llm(doc: Any, llm_id: str) -> Any:

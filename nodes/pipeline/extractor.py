@@ -3,7 +3,8 @@
 The prompts reference a list of chunks (`{TokenChunker:X@chunks}`); the model is asked once per chunk
 with that reference replaced by the chunk's text, and its answer is stored in the chunk under
 `field_name` (`summary`, `keywords`, `questions`, `metadata`, ... which the Tokenizer and the store
-read as RAGFlow's do). Without a list among the references, one answer makes one chunk. The model
+read as RAGFlow's do); `toc` builds a table of contents instead (nodes/pipeline/toc.py). Without a list
+among the references, one answer makes one chunk. The model
 comes from `llm_id` (`--default-llm` fills an empty one; `--llm-script` answers offline).
 """
 from __future__ import annotations
@@ -80,8 +81,25 @@ class Extractor(PipelineNode):
         for i, chunk in enumerate(chunks):
             if not isinstance(chunk, dict):
                 raise ValueError(f"{list_key}: item {i} is not a chunk (an object)")
+        if field == "toc" and chunks:
+            return {"output_format": "chunks", "chunks": await self._toc(chunks, job)}
+        for i, chunk in enumerate(chunks):
             chunk[field] = await complete(llm, self.id, self._messages({**values, list_key: chunk.get("text", "")}),
                                           job.ctx, gen)
             if i % (len(chunks) // 100 + 1) == 1:
                 job.progress((i + 1) / len(chunks), f"{i + 1} / {len(chunks)}")
         return {"output_format": "chunks", "chunks": chunks}
+
+    async def _toc(self, chunks: list[dict], job: Job) -> list[dict]:
+        """RAGFlow's `toc` field: the chunks with ids, and one more chunk holding the table of contents."""
+        import asyncio
+        from canvas2graph.nodes.pipeline.toc import build_toc, chunk_ids
+        from canvas2graph.runtime.services.retrieval.tokenizer import get_tokenizer
+        doc_id = str(job.file.get("doc_id") or job.file.get("name") or "")
+        chunk_ids(chunks, doc_id)
+        job.progress(0.2, "Start to generate table of content ...")
+
+        async def ask(messages: list[dict[str, str]], gen_conf: dict) -> str:
+            return await complete(self.params.llm_id, self.id, messages, job.ctx, gen_conf)
+        toc = await build_toc(chunks, doc_id, ask, await asyncio.to_thread(get_tokenizer))
+        return chunks + ([toc] if toc is not None else [])

@@ -1,4 +1,4 @@
-"""What the web tools share: one HTTP request with clear errors, API keys, and results as citable chunks.
+"""What the web tools share: one HTTP request with clear errors, and results as citable chunks (API keys: keys.py).
 
 Errors name the service and what went wrong, never a credential: keys travel in headers or query
 strings, so messages carry the origin and path only, and any key that a server echoes back is masked.
@@ -43,14 +43,6 @@ def timeout_for(default: float) -> float:
     if value <= 0:
         raise ToolError(f"{TIMEOUT_ENV} must be positive, not {raw!r}")
     return value
-
-
-def api_key(value: Any, env_var: str, service: str, field: str = "api_key") -> str:
-    """The key from the DSL, else from the environment; a missing key is a clear error."""
-    key = (str(value).strip() if value else "") or os.environ.get(env_var, "").strip()
-    if not key:
-        raise ToolError(f"{service} needs an API key: set params.{field} in the DSL or the {env_var} environment variable")
-    return key
 
 
 def where(url: str) -> str:

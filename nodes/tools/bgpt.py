@@ -8,7 +8,6 @@ The URL is `https://bgpt.pro/api/mcp-search`, or `CANVAS2GRAPH_BGPT_URL` (the fu
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -17,6 +16,7 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
 from canvas2graph.nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools.keys import given_key
 
 KEY_ENV = "BGPT_API_KEY"
 SEARCH_URL = "https://bgpt.pro/api/mcp-search"
@@ -84,7 +84,7 @@ class BGPT(Tool):
             return ToolOutput({"formalized_content": ""})
         p = self.params
         body: dict[str, Any] = {"query": query, "num_results": p.top_n}
-        key = (p.api_key or "").strip() or os.environ.get(KEY_ENV, "").strip()
+        key = given_key(p.api_key, KEY_ENV)
         if key:
             body["api_key"] = key
         if p.days_back:

@@ -19,6 +19,7 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from canvas2graph.nodes.tools._web import request, text_arg, timeout_for, where
+from canvas2graph.runtime.services.html_text import block_lines
 from canvas2graph.runtime.services.netguard import HostGuard
 
 MAX_REDIRECTS = 5
@@ -120,14 +121,7 @@ def convert(html: str, extract_type: str, base_url: str = "") -> str:
     main = root.find("main") or root.find("article") or root
     for tag in main.find_all(FURNITURE):
         tag.decompose()
-    # line breaks where the browser would break lines; inline markup (<b>, <a>) stays in the line
-    for br in main.find_all("br"):
-        br.replace_with("\n")
-    for tag in main.find_all(BLOCKS):
-        tag.insert_before("\n")
-        tag.insert_after("\n")
-    lines = [" ".join(line.split()) for line in main.get_text().splitlines()]
-    return _tidy("\n".join(lines))
+    return _tidy("\n".join(block_lines(main, BLOCKS)))
 
 
 def _tidy(text: str) -> str:

@@ -7,7 +7,6 @@ them). The translation is `formalized_content`.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import field_validator
@@ -16,9 +15,9 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
 from canvas2graph.nodes.tools._web import json_body, request, status_error, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "DEEPL_AUTH_KEY"
-PLACEHOLDER = "xxx"            # RAGFlow's default auth_key: a blank to fill, not a key
 
 # The languages RAGFlow's DeepLParam.check() accepts.
 SOURCE_LANGS = ("AR", "BG", "CS", "DA", "DE", "EL", "EN", "ES", "ET", "FI", "FR", "HU", "ID", "IT", "JA", "KO",
@@ -61,7 +60,8 @@ class DeepL(Tool):
         text = _text_of(args.get("query"))
         if not text:
             return ToolOutput({"formalized_content": ""})
-        key = auth_key(self.params.auth_key)
+        key = api_key(self.params.auth_key, KEY_ENV, "DeepL", "auth_key", what="an auth key",
+                      placeholder=PLACEHOLDER)
         base = (endpoint("deepl_free", "https://api-free.deepl.com") if key.endswith(":fx")
                 else endpoint("deepl", "https://api.deepl.com"))
         response = await request("DeepL", "POST", f"{base}/v2/translate", timeout=timeout_for(30), secrets=[key],
@@ -77,17 +77,6 @@ class DeepL(Tool):
         if not translations or not isinstance(translations, list):
             raise ToolError("DeepL answered without a translation")
         return ToolOutput({"formalized_content": "".join(str(t.get("text", "")) for t in translations)})
-
-
-def auth_key(value: Any) -> str:
-    """The key from the DSL (RAGFlow's "xxx" placeholder counts as none), else from the environment."""
-    key = str(value).strip() if value else ""
-    if key == PLACEHOLDER:
-        key = ""
-    key = key or os.environ.get(KEY_ENV, "").strip()
-    if not key:
-        raise ToolError(f"DeepL needs an auth key: set params.auth_key in the DSL or the {KEY_ENV} environment variable")
-    return key
 
 
 def _text_of(value: Any) -> str:

@@ -7,7 +7,6 @@ GitHub's higher rate limit. The base URL is `https://api.github.com`, or `CANVAS
 """
 from __future__ import annotations
 
-import os
 
 from pydantic import Field
 
@@ -15,6 +14,7 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
 from canvas2graph.nodes.tools._web import ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for, web_chunk
+from canvas2graph.nodes.tools.keys import given_key
 
 TOKEN_ENV = "GITHUB_TOKEN"
 MAX_PER_PAGE = 100           # GitHub's largest search page
@@ -42,7 +42,7 @@ class GitHub(Tool):
         if not query:
             return ToolOutput({"formalized_content": ""})
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION}
-        token = (self.params.api_key or "").strip() or os.environ.get(TOKEN_ENV, "").strip()
+        token = given_key(self.params.api_key, TOKEN_ENV)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         response = await request("GitHub", "GET", f"{endpoint('github', 'https://api.github.com')}/search/repositories",

@@ -15,7 +15,8 @@ from pydantic import Field, field_validator
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from canvas2graph.nodes.tools._web import api_key, json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools._web import json_body, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools.keys import api_key
 
 KEY_ENV = "SERPAPI_API_KEY"
 NO_RESULTS = "hasn't returned any results"     # SerpApi's 200 answer for an empty result page

@@ -11,16 +11,15 @@ The key comes from `params.secret_key` or `JIN10_SECRET_KEY` (header `secret-key
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
 from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "JIN10_SECRET_KEY"
-PLACEHOLDER = "xxx"
 DEFAULT_URL = "https://open-data-api.jin10.com/data-api"
 # Jin10's one-letter keys, spelled out as RAGFlow spells them
 SYMBOL_NAMES = {"c": "Commodity Code", "e": "Stock Exchange", "n": "Commodity Name", "t": "Commodity Type"}
@@ -64,7 +63,7 @@ class Jin10(Tool):
         if not query:
             return ToolOutput({"formalized_content": "", "json": []})
         p = self.params
-        key = _key(p.secret_key)
+        key = api_key(p.secret_key, KEY_ENV, "Jin10", "secret_key", what="a secret key", placeholder=PLACEHOLDER)
         base = endpoint("jin10", DEFAULT_URL)
         contain = (p.contain or "").strip() or query
         if p.type == "flash":
@@ -96,14 +95,3 @@ class Jin10(Tool):
 
 def _renamed(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return {names.get(k, k): v for k, v in row.items()}
-
-
-def _key(value: Any) -> str:
-    key = str(value).strip() if value else ""
-    if key == PLACEHOLDER:
-        key = ""
-    key = key or os.environ.get(KEY_ENV, "").strip()
-    if not key:
-        raise ToolError(f"Jin10 needs a secret key: set params.secret_key in the DSL or the {KEY_ENV} "
-                        "environment variable")
-    return key

@@ -15,7 +15,8 @@ from pydantic import Field
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from canvas2graph.nodes.tools._web import api_key, json_body, one_of, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools.keys import api_key, given_key
 
 KEY_ENV = "KEENABLE_API_KEY"
 DEFAULT_URL = "https://api.keenable.ai"
@@ -51,7 +52,7 @@ class KeenableSearch(Tool):
         if not query:
             return ToolOutput({"formalized_content": ""})
         p = self.params
-        key = (p.api_key or "").strip() or os.environ.get(KEY_ENV, "").strip()
+        key = given_key(p.api_key, KEY_ENV)
         if p.mode == "realtime":           # the public endpoint has no realtime mode
             key = api_key(key, KEY_ENV, "Keenable's realtime mode")
         body = {"query": query, "mode": p.mode}

@@ -20,7 +20,8 @@ from pydantic import Field, field_validator, model_validator
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from canvas2graph.nodes.tools._web import ServiceUnavailable, api_key, json_body, request, timeout_for, web_chunks
+from canvas2graph.nodes.tools._web import ServiceUnavailable, json_body, request, timeout_for, web_chunks
+from canvas2graph.nodes.tools.keys import api_key
 
 KEY_ENV = "QUERIT_API_KEY"
 DEFAULT_URL = "https://api.querit.ai"

@@ -12,17 +12,14 @@ host of its own: `CANVAS2GRAPH_QWEATHER_URL` set to it serves everything from th
 """
 from __future__ import annotations
 
-import os
-from typing import Any
-
 
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
 from canvas2graph.nodes.tools._web import one_of, ServiceUnavailable, json_body, request, status_error, text_arg, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "QWEATHER_API_KEY"
-PLACEHOLDER = "xxx"            # RAGFlow's default web_apikey: a blank to fill, not a key
 
 TYPES = ("weather", "indices", "airquality")
 USER_TYPES = ("free", "paid")
@@ -74,7 +71,7 @@ class QWeather(Tool):
         if not place:
             return ToolOutput({"formalized_content": ""})
         p = self.params
-        key = _key(p.web_apikey)
+        key = api_key(p.web_apikey, KEY_ENV, "QWeather", "web_apikey", placeholder=PLACEHOLDER)
         account_host = endpoint("qweather", "")
         if account_host:
             geo_url, data_base = f"{account_host}/geo/v2/city/lookup", f"{account_host}/v7"
@@ -147,17 +144,6 @@ def _http_detail(response) -> str:
     if isinstance(err, dict):
         return " - ".join(str(err[k]) for k in ("title", "detail") if err.get(k))
     return CODES.get(str(response.status_code), "")
-
-
-def _key(value: Any) -> str:
-    key = str(value).strip() if value else ""
-    if key == PLACEHOLDER:
-        key = ""
-    key = key or os.environ.get(KEY_ENV, "").strip()
-    if not key:
-        raise ToolError(f"QWeather needs an API key: set params.web_apikey in the DSL or the {KEY_ENV} "
-                        "environment variable")
-    return key
 
 
 def _place_name(loc: dict) -> str:

@@ -13,9 +13,11 @@ from pydantic import Field
 from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint, found
-from canvas2graph.nodes.tools._web import one_of, api_key, json_body, list_arg, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools._web import one_of, json_body, list_arg, request, text_arg, timeout_for, web_chunks
+from canvas2graph.nodes.tools.keys import api_key
 
 KEY_ENV = "TAVILY_API_KEY"
+DEFAULT_URL = "https://api.tavily.com"
 
 
 class TavilySearchParams(Params):
@@ -85,13 +87,7 @@ class TavilySearch(Tool):
             "include_domains": list_arg(args["include_domains"] if "include_domains" in args else p.include_domains),
             "exclude_domains": list_arg(args["exclude_domains"] if "exclude_domains" in args else p.exclude_domains),
         }
-        response = await request("Tavily", "POST", f"{endpoint('tavily', 'https://api.tavily.com')}/search",
-                                 json=body, headers={"Authorization": f"Bearer {key}"}, secrets=[key],
-                                 timeout=timeout_for(30))
-        data = json_body("Tavily", response)
-        results = data.get("results") if isinstance(data, dict) else None
-        if not isinstance(results, list):
-            raise ToolError("Tavily answered without a results list")
+        _, results = await post("/search", body, key, timeout_for(30))
         chunks = web_chunks(results, title=lambda r: r.get("title"), url=lambda r: r.get("url"),
                             content=lambda r: r.get("raw_content") or r.get("content"), score=lambda r: r.get("score"))
         return found(chunks, results)
@@ -126,13 +122,7 @@ class TavilyExtract(Tool):
         if fmt not in ("markdown", "text"):
             raise ToolError(f"format must be markdown or text, not {fmt!r}")
         body = {"urls": urls, "extract_depth": depth, "format": fmt, "include_images": False}
-        response = await request("Tavily", "POST", f"{endpoint('tavily', 'https://api.tavily.com')}/extract",
-                                 json=body, headers={"Authorization": f"Bearer {key}"}, secrets=[key],
-                                 timeout=timeout_for(120))
-        data = json_body("Tavily", response)
-        results = data.get("results") if isinstance(data, dict) else None
-        if not isinstance(results, list):
-            raise ToolError("Tavily answered without a results list")
+        data, results = await post("/extract", body, key, timeout_for(120))
         failed = data.get("failed_results") or []
         if not results and failed:
             reasons = "; ".join(f"{f.get('url')}: {f.get('error')}" for f in failed if isinstance(f, dict))
@@ -140,3 +130,15 @@ class TavilyExtract(Tool):
         chunks = web_chunks(results, title=lambda r: r.get("url"), url=lambda r: r.get("url"),
                             content=lambda r: r.get("raw_content"))
         return found(chunks, results)
+
+
+async def post(path: str, body: dict, key: str, timeout: float) -> tuple[dict, list]:
+    """POST `body` to Tavily's `path` (/search, /extract) with the key as bearer token: Tavily's answer
+    and its `results` list; an answer without one is an error."""
+    response = await request("Tavily", "POST", f"{endpoint('tavily', DEFAULT_URL)}{path}", json=body,
+                             headers={"Authorization": f"Bearer {key}"}, secrets=[key], timeout=timeout)
+    data = json_body("Tavily", response)
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise ToolError("Tavily answered without a results list")
+    return data, results

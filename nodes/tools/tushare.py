@@ -9,9 +9,7 @@ table of them, `json` the same rows as objects. The token comes from `params.tok
 """
 from __future__ import annotations
 
-import os
 import time
-from typing import Any
 
 from pydantic import Field
 
@@ -19,9 +17,9 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, endpoint
 from canvas2graph.nodes.tools._web import json_body, one_of, request, text_arg, timeout_for
+from canvas2graph.nodes.tools.keys import PLACEHOLDER, api_key
 
 KEY_ENV = "TUSHARE_TOKEN"
-PLACEHOLDER = "xxx"           # RAGFlow's default token: a blank to fill, not a token
 SOURCES = ("sina", "wallstreetcn", "10jqka", "eastmoney", "yuncaijing", "fenghuang", "jinrongjie")
 
 
@@ -51,7 +49,7 @@ class TuShare(Tool):
         if not query:
             return ToolOutput({"formalized_content": "", "json": []})
         p = self.params
-        token = _token(p.token)
+        token = api_key(p.token, KEY_ENV, "TuShare", "token", what="a token", placeholder=PLACEHOLDER)
         body = {"api_name": "news", "token": token,
                 "params": {"src": p.src, "start_date": p.start_date, "end_date": p.end_date}}
         response = await request("TuShare", "POST", endpoint("tushare", "http://api.tushare.pro"), json=body,
@@ -73,13 +71,3 @@ class TuShare(Tool):
         kept = frame[frame["content"].astype(str).str.contains(keyword, case=False, na=False, regex=False)]
         text = kept.to_markdown() if len(kept) else ""
         return ToolOutput({"formalized_content": text, "json": kept.to_dict(orient="records")})
-
-
-def _token(value: Any) -> str:
-    token = str(value).strip() if value else ""
-    if token == PLACEHOLDER:
-        token = ""
-    token = token or os.environ.get(KEY_ENV, "").strip()
-    if not token:
-        raise ToolError(f"TuShare needs a token: set params.token in the DSL or the {KEY_ENV} environment variable")
-    return token

@@ -11,7 +11,6 @@ proxy variables.
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from pydantic import Field
@@ -20,6 +19,7 @@ from canvas2graph.nodes.base import Params
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput
 from canvas2graph.nodes.tools._web import one_of, text_arg
+from canvas2graph.nodes.tools.keys import given_key
 
 INSTALL_HINT = "pip install pywencai (or canvas2graph[finance]); it also needs Node.js"
 COOKIE_ENV = "IWENCAI_COOKIE"
@@ -53,7 +53,7 @@ class WenCai(Tool):
         if not query:
             return ToolOutput({"report": ""}, text="")
         p = self.params
-        cookie = (p.cookie or "").strip() or os.environ.get(COOKIE_ENV, "").strip() or None
+        cookie = given_key(p.cookie, COOKIE_ENV) or None
         answer = await asyncio.to_thread(_ask, query, p.query_type, p.top_n, cookie)
         text = report(answer)
         return ToolOutput({"report": text}, text=text)

@@ -256,6 +256,17 @@ def take_last(old: Any, new: Any) -> Any:
     return new
 
 
+def take_last_in_path(old: Any, new: Any) -> Any:
+    """LAST: the component that finished last. LangGraph applies the writes of one step in its task order
+    (node names sorted); RAGFlow's last is the last of the step in path order, so of two writes stamped
+    with the same step (`rank`: [step, path rank], nodes.base) the one later in path order stays."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        a, b = old.get("rank"), new.get("rank")
+        if a and b and a[0] == b[0] and a[1] > b[1]:
+            return old
+    return new
+
+
 OVERWRITE = "__overwrite__"
 SNAPSHOT_EVERY = 20      # updates of the history and of the globals between two stored whole values (10 turns)
 
@@ -291,7 +302,7 @@ def build_state_schema(name: str = "CanvasState", *, components_view: bool = Fal
         GLOBALS: Annotated[dict, DeltaChannel(reduce_globals, dict, snapshot_frequency=SNAPSHOT_EVERY)],
         HISTORY: Annotated[list, DeltaChannel(reduce_history, list, snapshot_frequency=SNAPSHOT_EVERY)],
         REQUEST: Annotated[dict, take_last],
-        LAST: Annotated[dict, take_last],     # {"component_id", "inputs"} of the last node to finish
+        LAST: Annotated[dict, take_last_in_path],    # {"component_id", "inputs", "rank"} of the last to finish
         REFERENCE: Annotated[dict, merge_reference],
         **({} if components_view else {ANSWER: Annotated[str, take_last]}),   # the turn's answer ("" until it ends)
         **request,

@@ -198,20 +198,21 @@ class EventAdapter:
             history = resolved(result.get(HISTORY)) or []      # the finish writes its entry as an append
             self.answer = history[-1][1] if history else {}
             self.finished = True
+        outputs_written = written(result, OUTPUTS) or {}
+        for cid, values in outputs_written.items():     # later writes to held components (collected outputs,
+            if cid in self.held and (node is None or cid != node.id):     # loop variables, a streamed LLM's
+                self.held[cid]["outputs"].update(values)                    # final content)
+        # producers whose stream this task consumed finish first, in the order they were held
+        for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
+            yield self.envelope("node_finished", self._release(cid))
         if node is None:
-            # a parallel Iteration's items and collect nodes (compiler/parallel.py) are no components, but
-            # the collect node's writes finish the Iteration
+            # a parallel Iteration's items, settle and collect nodes (compiler/parallel.py) are no components:
+            # the settle node's writes finish the item's unstreamed producers (above), the collect node's
+            # finish the Iteration
             yield from self._containers_done(result)
             return
         if node.id in self.starts:
             yield self.starts.pop(node.id)
-        outputs_written = written(result, OUTPUTS) or {}
-        for cid, values in outputs_written.items():     # later writes to held components (collected outputs,
-            if cid in self.held and cid != node.id:     # loop variables, a streamed LLM's final content)
-                self.held[cid]["outputs"].update(values)
-        # producers whose stream this task consumed finish first, in the order they were held
-        for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
-            yield self.envelope("node_finished", self._release(cid))
         outputs = outputs_written.get(node.id) or {}
         inputs = (result.get(LAST) or {}).get("inputs") or {}
         finished = self.node_finished(node, outputs, inputs)

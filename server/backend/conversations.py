@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.server.backend.answer_text import message_text
 from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRejected, TurnRequest
 from canvas2graph.server.backend.store import LEASE_SECONDS, Session, Store, process_owner
@@ -290,11 +291,7 @@ class Conversations:
         """The answer as RAGFlow logs it: message text with the think markers put back."""
         kind, data = event.get("event"), event.get("data") or {}
         if kind == "message":
-            turn.content += data.get("content") or ""
-            if data.get("start_to_think"):
-                turn.content += "<think>"
-            elif data.get("end_to_think"):
-                turn.content += "</think>"
+            turn.content += message_text(data)
         elif kind == "message_end" and isinstance(data.get("reference"), dict):
             turn.reference.update(data["reference"])
         elif kind == "workflow_finished" and isinstance(data.get("usage"), dict):

@@ -24,7 +24,7 @@ from typing import Any
 from canvas2graph.server.backend.conversations import Conversations, SessionBusy, Turn
 from canvas2graph.runtime.run.runner import TurnRequest
 from canvas2graph.runtime.graph.state import REQUEST
-from canvas2graph.server.backend.store import LEASE_SECONDS, Agent, Store, WebhookCall, _owner_is_dead
+from canvas2graph.server.backend.store import LEASE_SECONDS, Agent, Store, WebhookCall, lease_owner_is_dead
 from canvas2graph.server.backend.versions import dsl_for_new_session
 from canvas2graph.server.backend.webhook import IMMEDIATELY, run_inputs
 
@@ -177,7 +177,7 @@ class WebhookRuns:
             return False
         if await self.store.lease_is_live(call.session_id):
             return False            # a live process runs it
-        if call.owner == self.owner or (call.owner and _owner_is_dead(call.owner)):
+        if call.owner == self.owner or (call.owner and lease_owner_is_dead(call.owner)):
             return True
         return time.time() - call.start_ts > ORPHAN_GRACE
 

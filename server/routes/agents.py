@@ -2,20 +2,18 @@
 from __future__ import annotations
 
 import asyncio
-
-import json
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from canvas2graph.compiler.dsl.load import fill_default_llm
 from canvas2graph.server.backend.store import StoreError
 from canvas2graph.server.backend.versions import NoReleasedVersion, dsl_for_new_session, record_version, truthy
 from canvas2graph.server.auth import tenant
+from canvas2graph.server.deps import int_param, owned_agent, parse_dsl, store
 from canvas2graph.server.errors import argument_error, data_error, not_found, ok
 from canvas2graph.server.protocols.common import endpoints
-from canvas2graph.server.turns import check
+from canvas2graph.server.turns import check, refuse_unreadable
 from canvas2graph.server.views import agent_view, checked_view, session_view
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
@@ -55,55 +53,11 @@ class SessionsDelete(BaseModel):
     delete_all: bool = False
 
 
-def store(request: Request):
-    return request.app.state.store
-
-
-def parse_dsl(value: Any, request: Request) -> dict:
-    """A DSL given as an object or as its JSON text; anything else is the caller's mistake. The
-    server's default model (`--default-llm`) is filled in where the DSL leaves `llm_id` empty, so
-    what is stored is what runs."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise argument_error(f"`dsl` is a string but not JSON: {e}")
-        except RecursionError:
-            raise argument_error("`dsl` is a string holding JSON that nests too deeply (a DSL nests at most 200 levels)")
-    if not isinstance(value, dict):
-        raise argument_error(f"`dsl` must be a JSON object, not {type(value).__name__}")
-    default_llm = getattr(request.app.state, "default_llm", None)
-    return fill_default_llm(value, default_llm) if default_llm else value
-
-
 def flag(value: str | None, default: bool = True) -> bool:
     """RAGFlow's boolean query parameters: anything but "false"/"False" counts as the default's opposite."""
     if value is None:
         return default
     return value.lower() not in ("false", "0", "no")
-
-
-def int_param(value: str | None, name: str, default: int, lowest: int = -1_000_000, highest: int = 1_000_000) -> int:
-    """A whole-number query parameter within [lowest, highest]: the database counts in 64 bits, and the
-    store clamps pages and page sizes to what exists (page 0 is the first, as RAGFlow's)."""
-    if value in (None, ""):
-        return default
-    try:
-        number = int(value) if len(value) <= 20 else None
-    except ValueError:
-        number = None
-    if number is None:
-        raise argument_error(f"`{name}` must be an integer, got {value[:40]!r}")
-    if not lowest <= number <= highest:
-        raise argument_error(f"`{name}` must be from {lowest} to {highest:,}, got {number}")
-    return number
-
-
-async def owned_agent(request: Request, tenant_id: str, agent_id: str):
-    agent = await store(request).get_agent(tenant_id, agent_id)
-    if agent is None:
-        raise not_found(f"agent {agent_id}")
-    return agent
 
 
 # --- agents ---------------------------------------------------------------------------------------
@@ -115,6 +69,8 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
             isinstance(body.tags, list) and all(isinstance(t, (str, int, float)) for t in body.tags))):
         raise argument_error("`tags` must be a list of strings or a comma-separated text")
     dsl = parse_dsl(body.dsl, request)
+    # in a compile worker, within its budget; a DSL nested past the limit is refused before it is stored
+    checked = checked_view(refuse_unreadable(await check(request, dsl)))
     try:
         agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar,
                                                   canvas_type=body.canvas_type)
@@ -122,7 +78,6 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
         raise data_error(str(e))
     if body.tags is not None:
         agent.tags = await store(request).set_tags(tenant_id, agent.id, body.tags) or ""
-    checked = checked_view(await check(request, dsl))       # in a compile worker, within its budget
     await record_version(store(request), agent, author=tenant_id, released=truthy(body.release), diagnostics=checked)
     return ok(agent_view(agent, checked=checked))
 
@@ -161,6 +116,7 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
         raise argument_error("`title` must not be empty")
     if body.dsl is not None:
         changes["dsl"] = parse_dsl(body.dsl, request)
+        refuse_unreadable(await check(request, changes["dsl"]))     # before it is stored (the verdict is cached)
     try:
         agent = await store(request).update_agent(tenant_id, agent_id, **changes)
     except StoreError as e:

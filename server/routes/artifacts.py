@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from canvas2graph.runtime.services.sandbox import ARTIFACT_TYPES, DOCUMENT_TYPES, stored_artifact
+from canvas2graph.server.config import ARTIFACT_ROUTE as ROUTE
 from canvas2graph.server.errors import ApiError, RetCode
 from canvas2graph.server.routes.files import file_reply
 
-ROUTE = "/api/v1/documents/artifact"
 router = APIRouter(tags=["artifacts"])
 
 

@@ -13,7 +13,7 @@ from canvas2graph.server.backend.dsl_reset import reset_dsl
 from canvas2graph.server.backend.versions import record_version
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import argument_error, data_error, not_found, ok
-from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.deps import owned_agent, store
 
 router = APIRouter(prefix="/api/v1", tags=["build and fix"])
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from canvas2graph.server.backend.versions import NoReleasedVersion, dsl_for_new_session, truthy
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import argument_error, data_error, not_found, ok
-from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.deps import owned_agent, store
 from canvas2graph.server.turns import answer, answer_openai, require_compiles, start_turn, turn_request
 from canvas2graph.server.uploads import require_own_files
 

@@ -6,8 +6,9 @@ optional `embd_id` (the dataset's embedding model). The reply is a stream of ser
 `data: {"event", "data"}` line per event, as they happen: `ingest_started`, then for each file
 `file_started`, RAGFlow's per-component `progress` (component id, progress, message, elapsed time),
 and `file_finished`, `file_skipped` (unchanged) or `file_failed`; `ingest_finished` with the totals
-last. The chunks go to the server's embedded retrieval store under `dataset_id`, where agents'
-Retrieval finds them; each file's run is checkpointed in the server's database, so the same request
+last. The chunks go to the server's embedded retrieval store as the tenant's dataset `dataset_id`
+(kept apart from other tenants' datasets of that name: runtime/services/retrieval/tenants.py), where the tenant's
+agents' Retrieval finds them; each file's run is checkpointed in the server's database, so the same request
 after a restart skips finished files and continues the others.
 """
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
+from canvas2graph.runtime.services.retrieval.tenants import scoped_id
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error
-from canvas2graph.server.routes.agents import parse_dsl
+from canvas2graph.server.deps import parse_dsl
 from canvas2graph.server.routes.files import FILE_NAME_BYTES
 from canvas2graph.server.turns import check, diagnostics_error
 from canvas2graph.server.uploads import Incoming, store_uploads
@@ -78,7 +80,7 @@ async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(ten
                        f"backend is {store.describe()}", status=501)
     embedder = store.models.embedder(embd_id) if embd_id else None
     items = _items(request, tenant_id, entries)
-    return StreamingResponse(_events(compiled, request, store, environment, dataset_id, embd_id, embedder, items),
+    return StreamingResponse(_events(compiled, request, tenant_id, store, environment, dataset_id, embd_id, embedder, items),
                              media_type="text/event-stream")
 
 
@@ -91,12 +93,19 @@ def _items(request: Request, tenant_id: str, entries: list[dict]):
     return out
 
 
-async def _events(compiled, request, store, environment, dataset_id, embd_id, embedder, items) -> AsyncIterator[bytes]:
+async def _events(compiled, request, tenant_id, store, environment, dataset_id, embd_id, embedder, items) -> AsyncIterator[bytes]:
     from canvas2graph.runtime.run.ingest.run import Ingestor
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     context = environment.context(f"ingest:{dataset_id}")
-    ingestor = Ingestor(compiled, request.app.state.store.checkpointer, store, context, kb_id=dataset_id,
-                        embd_id=embd_id, embedder=embedder, on_event=queue.put)
+    # the tenant's own dataset of that name (runtime/services/retrieval/tenants.py): its documents, chunks and threads
+    kb_id = scoped_id(tenant_id, dataset_id)
+
+    def emit(event: dict[str, Any]):
+        if event.get("event") == "ingest_started":      # the client's name for the dataset, not the store's
+            event = {**event, "data": {**event["data"], "kb_id": dataset_id}}
+        return queue.put(event)
+    ingestor = Ingestor(compiled, request.app.state.store.checkpointer, store, context, kb_id=kb_id,
+                        embd_id=embd_id, embedder=embedder, on_event=emit)
 
     async def work() -> None:
         try:

@@ -21,7 +21,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from canvas2graph.types import CompileError
-
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.server.backend.agent_tests.datasets import DatasetError, parse_dataset
 from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
@@ -29,7 +28,7 @@ from canvas2graph.server.backend.agent_tests.evaluate import EvalSetup, compare_
 from canvas2graph.server.backend.agent_tests.metrics import METRICS
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import argument_error, not_found, ok
-from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.deps import owned_agent, store
 from canvas2graph.server.routes.traces import http_status
 from canvas2graph.server.turns import diagnostics_error
 

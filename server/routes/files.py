@@ -23,7 +23,7 @@ from canvas2graph.runtime.services.files import LocalFileStore
 from canvas2graph.runtime.services.sandbox import owned_artifact
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error, not_found, ok
-from canvas2graph.server.routes.agents import owned_agent
+from canvas2graph.server.deps import owned_agent
 from canvas2graph.server.uploads import Incoming, fetch_url, store_uploads
 
 FILE_NAME_BYTES = 255             # RAGFlow's FILE_NAME_LEN_LIMIT

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from canvas2graph.server.backend.store import StoreError
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_error, not_found, ok
-from canvas2graph.server.routes.agents import parse_dsl, store
+from canvas2graph.server.deps import parse_dsl, store
 from canvas2graph.server.compiling import compile_in_thread
-from canvas2graph.server.turns import answer, check, diagnostics_error, require_compiles, start_turn, turn_request
+from canvas2graph.server.turns import answer, check, diagnostics_error, refuse_unreadable, require_compiles, start_turn, turn_request
 from canvas2graph.server.uploads import require_own_files
 
 router = APIRouter(prefix="/api/v1/graphs", tags=["graphs"])
@@ -46,7 +46,7 @@ class RunBody(BaseModel):
 
 @router.post("/compile", summary="Check a DSL: every diagnostic with component, field and reason")
 async def compile_graph(request: Request, body: CompileBody, tenant_id: str = Depends(tenant)):
-    verdict = await check(request, parse_dsl(body.dsl, request))
+    verdict = refuse_unreadable(await check(request, parse_dsl(body.dsl, request)))
     return ok({"ok": verdict.ok, "components": verdict.components, "diagnostics": verdict.diagnostics})
 
 

@@ -14,13 +14,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from canvas2graph.types import CompileError
-
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.run.runner import TurnRequest
 from canvas2graph.runtime.run.steps import ForkError, abranches, atrace, atrace_message, fork_plan
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, argument_error, not_found, ok
-from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.deps import owned_agent, store
 from canvas2graph.server.turns import answer, diagnostics_error, start_turn
 
 def http_status(request: Request) -> None:

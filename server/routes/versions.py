@@ -5,7 +5,7 @@ from fastapi import APIRouter, Depends, Request
 
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import not_found, ok
-from canvas2graph.server.routes.agents import owned_agent, store
+from canvas2graph.server.deps import owned_agent, store
 from canvas2graph.server.views import version_view
 
 router = APIRouter(prefix="/api/v1", tags=["versions"])

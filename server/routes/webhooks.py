@@ -28,7 +28,7 @@ from canvas2graph.server.backend.webhook import (IMMEDIATELY, WebhookRefused, We
                              immediate_response, is_immediate, parse_request, run_payload, webhook_settings)
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, argument_error, ok
-from canvas2graph.server.routes.agents import int_param, owned_agent, store
+from canvas2graph.server.deps import int_param, owned_agent, store
 from canvas2graph.server.uploads import Incoming, store_uploads
 from canvas2graph.server.views import webhook_call_view
 

@@ -174,6 +174,19 @@ def test_documents_nested_deeper_than_the_limit_are_refused():
         value = [value]
     d = only(dsl(**{"Message:A": cpn("Message", {"content": ["x"], "extra": value})}), "too-deep")
     assert "200 levels" in d.message
+    assert (d.component_id, d.field) == ("Message:A", "params.extra.0")
+    assert "component 'Message:A', field 'params.extra.0'" in d.message
+
+
+def test_a_too_deep_value_is_named_inside_a_template_and_outside_the_components():
+    value: list = []
+    for _ in range(300):
+        value = [value]
+    wrapped = {"title": "t", "dsl": dsl(**{"Message:A": cpn("Message", {"content": [value]})})}
+    d = only(wrapped, "too-deep")
+    assert (d.component_id, d.field) == ("Message:A", "params.content.0")
+    d = only({"components": {}, "notes": {"k": value}}, "too-deep")
+    assert (d.component_id, d.field) == (None, "notes.k.0")
 
 
 def test_load_errors_in_several_components_are_all_reported():

@@ -6,6 +6,8 @@ take time (`delay_ms`) show what ran at once by the start and finish of each com
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from canvas2graph.compiler.canvas import compile_dsl, diagnose
@@ -119,6 +121,42 @@ async def test_an_empty_list_runs_no_item_and_leaves_collected_outputs_none():
     assert outcome.status == "finished"
     assert finished(events, "LLM:Each") == []
     assert finished(events, "Iteration:I")[0]["outputs"]["out"] is None
+
+
+# --- a stream nothing in the item shows (issue 22, defect family 10) ------------------------------------
+def unshown_stream(**llm_params) -> dict:
+    """Each item: an LLM whose downstream Message names the item, not the LLM: its stream is never shown."""
+    body = {"LLM:Each": cpn("LLM", {"llm_id": "m@OpenAI", "prompts": [{"role": "user", "content": "{IterationItem:S@item}"}],
+                                    **llm_params}, ["Message:Inner"], parent_id="Iteration:I"),
+            "Message:Inner": cpn("Message", {"content": ["item {IterationItem:S@item}"]}, parent_id="Iteration:I")}
+    return iteration(body, concurrency=3)
+
+
+async def test_a_generation_no_message_in_the_item_shows_is_run_at_the_items_end_and_collected_as_text():
+    events, outcome = await run(unshown_stream(), "a,b,c", replies=["one", "two", "three"])
+    assert outcome.status == "finished"
+    collected = finished(events, "Iteration:I")[0]["outputs"]["out"]
+    assert sorted(collected) == ["one", "three", "two"]          # text, never a pending-generation record
+    assert sorted(f["outputs"]["content"] for f in finished(events, "LLM:Each")) == ["one", "three", "two"]
+    assert json.loads(final_content(events)) == collected          # what the Message after it shows
+    # each LLM finishes after its item's Message, before the Iteration (the sequential order, per item)
+    order = [(e["event"], e["data"].get("component_id")) for e in events if e["event"] == "node_finished"]
+    assert order.index(("node_finished", "Iteration:I")) > max(i for i, x in enumerate(order) if x[1] == "LLM:Each")
+
+
+async def test_an_unshown_generation_that_fails_in_an_item_is_the_llms_failure():
+    events, outcome = await run(unshown_stream(), "a,b,c", replies=["one", {"error": "provider down"}, "three"])
+    assert outcome.status == "stopped"
+    failed = [f for f in finished(events, "LLM:Each") if f["error"]]
+    assert len(failed) == 1 and "provider down" in failed[0]["error"]
+    assert "workflow_finished" not in trace(events)
+
+
+async def test_an_unshown_generation_that_fails_with_a_comment_default_collects_the_default():
+    source = unshown_stream(exception_method="comment", exception_default_value="fallback")
+    events, outcome = await run(source, "a,b,c", replies=["one", {"error": "provider down"}, "three"])
+    assert outcome.status == "finished"
+    assert sorted(finished(events, "Iteration:I")[0]["outputs"]["out"]) == ["fallback", "one", "three"]
 
 
 # --- failures, retries, timeouts, cancellation: per item -------------------------------------------

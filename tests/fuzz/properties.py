@@ -151,7 +151,7 @@ def check_run(source: Any, query: str, script: dict, inputs: dict | None = None,
     """The run property for a DSL that compiles: its turns' statuses, or None when it does not compile."""
     compiled = check_compile(source)
     if compiled is None or getattr(compiled, "kind", "agent") == "pipeline":
-        return None     # an ingestion pipeline runs over files (`ingest`, tests/runtime/ingest), not turns
+        return None     # an ingestion pipeline runs over files (`ingest`, tests/runtime/run/ingest), not turns
     with time_limit(seconds), environment(CANVAS2GRAPH_MAX_STEPS=str(MAX_STEPS)):
         return asyncio.run(_run(compiled, query, script, inputs))
 

@@ -98,3 +98,53 @@ async def test_another_tenants_file_fails_the_run_naming_the_field(tmp_path):
     theirs = store.put("secret.txt", b"S", created_by="other")
     events = await run_files(store, inputs={"doc": {"type": "file", "value": [theirs]}}, tenant="acme")
     assert begin_outputs(events)["error"] == f"begin@doc: file {theirs['id']} does not belong to this tenant"
+
+
+async def test_a_follow_up_turn_without_the_form_runs_with_its_fields_none_as_ragflow_does():
+    """Issue 22, family 4: only a session's first turn asks for a form left unfilled; a later turn that does
+    not send it again runs with the form's outputs reset to None (parity case begin_form_on_a_follow_up)."""
+    form = {"topic": {"type": "line", "name": "Topic", "optional": False},
+            "level": {"type": "line", "name": "Level", "optional": False}}
+    source = dsl(begin=cpn("Begin", {"inputs": form}, ["Message:M"]),
+                 **{"Message:M": cpn("Message", {"content": ["topic={begin@topic} level={begin@level}"], "stream": False})})
+    script = Script.load({"replies": []})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script)
+        first = [e async for e in runner.run_turn("s", TurnRequest(query="one", inputs={"topic": "cats", "level": "easy"}))]
+        assert final_content(first) == "topic=cats level=easy"
+        second = [e async for e in runner.run_turn("s", TurnRequest(query="two"))]
+        assert runner.outcome.status == "finished"
+        begin_done = next(e for e in second if e["event"] == "node_finished" and e["data"]["component_id"] == "begin")
+        assert {k: v for k, v in begin_done["data"]["outputs"].items() if not k.startswith("_")} == {"topic": None, "level": None}
+
+
+async def test_a_first_turn_without_the_form_still_asks_for_it():
+    form = {"topic": {"type": "line", "name": "Topic", "optional": False},
+            "level": {"type": "line", "name": "Level", "optional": False}}
+    source = dsl(begin=cpn("Begin", {"inputs": form}, ["Message:M"]),
+                 **{"Message:M": cpn("Message", {"content": ["topic={begin@topic}"]})})
+    script = Script.load({"replies": []})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script)
+        events = [e async for e in runner.run_turn("s", TurnRequest(query="one"))]
+        assert runner.outcome.status == "paused"
+        assert sorted(events[-1]["data"]["inputs"]) == ["level", "topic"]
+
+
+async def test_a_turn_after_a_failed_first_turn_does_not_ask_for_the_form_again():
+    form = {"topic": {"type": "line", "name": "Topic", "optional": False},
+            "level": {"type": "line", "name": "Level", "optional": True}}
+    source = dsl(begin=cpn("Begin", {"inputs": form}, ["LLM:A"]),
+                 **{"LLM:A": cpn("LLM", {"llm_id": "m@OpenAI", "prompts": [{"role": "user", "content": "about {begin@topic}"}]},
+                                 ["Message:M"]),
+                    "Message:M": cpn("Message", {"content": ["topic={begin@topic} {LLM:A@content}"], "stream": False})})
+    script = Script.load({"replies": [{"error": "provider down"}, "fine"]})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(source), saver, ModelFactory(script=script), script)
+        first = [e async for e in runner.run_turn("s", TurnRequest(query="one", inputs={"topic": "cats"}))]
+        assert runner.outcome.status == "stopped"
+        begin_done = next(e for e in first if e["event"] == "node_finished" and e["data"]["component_id"] == "begin")
+        assert {k: v for k, v in begin_done["data"]["outputs"].items() if not k.startswith("_")} == {"topic": "cats"}
+        second = [e async for e in runner.run_turn("s", TurnRequest(query="two"))]
+        assert runner.outcome.status == "finished", [e["data"].get("error") for e in second if e["event"] == "node_finished"]
+        assert final_content(second) == "topic= fine"

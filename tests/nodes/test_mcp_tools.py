@@ -1,6 +1,6 @@
 """An Agent's MCP tools as the DSL lists them: names, schemas and checks (SPEC 7, "MCP config").
 
-Calls on a real MCP server are in tests/runtime/test_mcp.py.
+Calls on a real MCP server are in tests/runtime/services/test_mcp.py.
 """
 from __future__ import annotations
 

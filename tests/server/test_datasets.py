@@ -71,3 +71,48 @@ def test_an_agent_dsl_or_a_broken_pipeline_is_refused_naming_why(api):
 def test_running_a_pipeline_as_an_agent_is_refused_saying_where_it_goes(api):
     reply = api.call("POST", "/graphs/run", {"dsl": json.loads(PIPELINE), "query": "hi", "stream": False})
     assert reply["code"] != 0 and "ingestion pipeline" in reply["message"] and "/ingest" in reply["message"]
+
+
+def _agent_on(api: Api, dataset: str) -> str:
+    dsl = json.loads((REPO / "fixtures/kb/kb_answer.json").read_text())
+    dsl["components"]["Retrieval:Docs"]["obj"]["params"]["dataset_ids"] = [dataset]
+    return api.agent(dsl)
+
+
+def _retrieved(api: Api, agent: str, query: str) -> dict:
+    sid = api.session(agent)["id"]
+    reply = api.stream("/agents/chat/completions", {"agent_id": agent, "session_id": sid, "stream": True,
+                                                    "query": query})
+    found = next(e["data"] for e in reply if e["event"] == "node_finished"
+                 and e["data"]["component_id"] == "Retrieval:Docs")
+    return found["outputs"]
+
+
+def test_tenants_datasets_of_one_name_are_apart_and_one_cannot_retrieve_anothers_chunks(api):
+    other = Api(api.server, make_token(api.server.db, "other-tenant"))
+    try:
+        def send(who: Api, name: str, data: bytes) -> list[dict]:
+            with who.http.stream("POST", "/datasets/team-kb/ingest", data={"dsl": PIPELINE},
+                                 files=[("file", (name, data, "text/markdown"))]) as response:
+                assert response.status_code == 200
+                return [json.loads(f[len("data:"):]) for f in response.read().decode().split("\n\n") if f]
+
+        mine = send(api, "refunds.md", (DOCS / "refunds.md").read_bytes())
+        assert mine[0]["data"]["kb_id"] == "team-kb" and mine[-1]["data"]["ingested"] == 1
+        # the other tenant's dataset has the same name and a document of the same name, about something else
+        theirs = send(other, "refunds.md", b"# Gift cards\n\nGift cards never expire and cannot be charged twice.\n")
+        assert theirs[-1]["data"]["ingested"] == 1      # not "unchanged": it is not the first tenant's document
+
+        own = _retrieved(api, _agent_on(api, "team-kb"), "I was charged twice for my order")["json"]
+        assert own and all("Gift cards" not in c["content_with_weight"] for c in own)
+        assert {c["kb_id"] for c in own} == {"team-kb"}             # the tenant's name, not the store's
+
+        seen = _retrieved(other, _agent_on(other, "team-kb"), "I was charged twice for my order")["json"]
+        assert seen and all("Gift cards" in c["content_with_weight"] for c in seen)
+        # naming the first tenant's dataset by the store's id reaches nothing: it is not found, as a missing one
+        foreign = _retrieved(other, _agent_on(other, "t/ingest-tenant/team-kb"), "charged twice refund")
+        assert "json" not in foreign and "not found" in foreign["_ERROR"]
+        assert _retrieved(other, _agent_on(other, "no-such-kb"), "charged twice refund")["_ERROR"] == \
+            foreign["_ERROR"].replace("t/ingest-tenant/team-kb", "no-such-kb")
+    finally:
+        other.close()

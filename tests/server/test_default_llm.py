@@ -52,14 +52,21 @@ def _nested(depth: int) -> dict:
 
 
 @pytest.mark.parametrize("depth", [600, 900])
-def test_a_deep_dsl_is_diagnosed_not_a_500_when_the_default_model_is_filled_in(api, depth):
-    """Filling the default model in walks the whole document: past the nesting limit it leaves the document to
-    the compiler, which names the depth, on both routes that take a DSL (it used to be a RecursionError)."""
+def test_a_deep_dsl_is_a_400_naming_the_component_and_field_when_the_default_model_is_filled_in(api, depth):
+    """Filling the default model in walks the whole document: past the nesting limit it leaves the document
+    alone, and both routes that take a DSL refuse it as a malformed request (HTTP 400, ARGUMENT_ERROR) whose
+    diagnostic names the component and the field that nest too deeply (it used to be a RecursionError, then a
+    200). Nothing is stored."""
+    before = api.ok("GET", "/agents")["total"]
     for dsl in (_nested(depth), json.dumps(_nested(depth))):          # as an object and as its JSON text
         for path, body in (("/graphs/compile", {"dsl": dsl}), ("/agents", {"title": f"deep {depth} {type(dsl).__name__}", "dsl": dsl})):
             response = api.http.post(path, json=body)
-            assert response.status_code < 500, (path, response.status_code, response.text[:300])
+            assert response.status_code == 400, (path, response.status_code, response.text[:300])
             reply = response.json()
-            assert "nests at most 200 levels" in json.dumps(reply), (path, reply)
-            if path == "/agents" and reply["code"] == 0:       # stored as given (as without --default-llm), flagged
-                assert reply["data"]["compiles"] is False
+            assert reply["code"] == 101, reply
+            assert "component 'deep', field 'params.content.0'" in reply["message"], reply
+            assert "nests at most 200 levels" in reply["message"], reply
+            [diagnostic] = reply["data"]["diagnostics"]
+            assert diagnostic["code"] == "too-deep" and diagnostic["component_id"] == "deep"
+            assert diagnostic["field"] == "params.content.0"
+    assert api.ok("GET", "/agents")["total"] == before

@@ -69,13 +69,18 @@ def test_a_deeply_nested_dsl_string_or_body_is_a_400(alice):
     assert_malformed(raw(alice, "/graphs/compile", deep), "cannot be read as JSON")
 
 
-def test_a_dsl_nested_past_the_limit_is_diagnosed(alice):
+def test_a_dsl_nested_past_the_limit_is_a_400_naming_where(alice):
     value: object = "x"
     for _ in range(300):
         value = [value]
-    reply = alice.call("POST", "/graphs/compile", {"dsl": {"components": {}, "deep": value}})
-    assert reply["code"] == 0 and reply["data"]["ok"] is False
-    assert reply["data"]["diagnostics"][0]["code"] in ("too-deep", "unreadable")
+    reply = assert_malformed(alice.http.post("/graphs/compile", json={"dsl": {"components": {}, "deep": value}}),
+                             "field 'deep.0.0'", "nests at most 200 levels")
+    assert [d["code"] for d in reply["data"]["diagnostics"]] == ["too-deep"]
+    inside = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {"ui": value}}, "downstream": []}}}
+    for path, body in (("/graphs/compile", {"dsl": inside}), ("/agents", {"title": "deep", "dsl": inside}),
+                       ("/graphs/run", {"dsl": inside, "query": "hi", "stream": False})):
+        reply = assert_malformed(alice.http.post(path, json=body), "component 'begin', field 'params.ui.0'")
+        assert reply["data"]["diagnostics"][0]["component_id"] == "begin", (path, reply)
 
 
 @pytest.mark.parametrize("params", [{"page": "99999999999999999999"}, {"page_size": "-99999999999999999999"},

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import need_sandbox
 from tests.events import finished
-from tests.runtime.test_code_exec import gone, marker
+from tests.runtime.services.test_code_exec import gone, marker
 from tests.server.helpers import CLI, CHAT_DSL, REPO, Api, Server, cpn, free_port, make_token
 
 SECRET = "sk-server-key-never-for-tenants-7"

@@ -1,11 +1,11 @@
 """Tracing through `canvas2graph serve`: each turn reaches LangSmith and Langfuse named after the agent's
 title, with the session as its thread, the tenant and user, component metadata, the tool call and the
-token usage, as a `canvas2graph run` does (tests/runtime/test_tracing.py checks the details)."""
+token usage, as a `canvas2graph run` does (tests/runtime/services/test_observability.py checks the details)."""
 from __future__ import annotations
 
 import json
 
-from tests.runtime.test_tracing import (DEMO, DEMO_SCRIPT, QUERY, check_langfuse_trace, check_langsmith_turn, clean_env,
+from tests.runtime.services.test_observability import (DEMO, DEMO_SCRIPT, QUERY, check_langfuse_trace, check_langsmith_turn, clean_env,
                                         langfuse_env, langfuse_traces, langsmith_env, langsmith_turns, metadata,
                                         usage_of)
 from tests.runtime.trace_collectors import LangfuseCollector, LangSmithCollector

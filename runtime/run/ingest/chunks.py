@@ -71,11 +71,22 @@ def stored_chunks(chunks: list[dict[str, Any]], *, doc_id: str, kb_id: str, name
         if "metadata" in ck:
             metadata.update(_metadata(ck.pop("metadata")))
         ck.setdefault("content_with_weight", text)
-        ck.pop("positions", None)
+        _positions(ck)
         ck["id"] = ck.get("id") or chunk_id(text, doc_id)
         fields_out.append(ck)
         vectors.append(vector)
     return fields_out, vectors, metadata
+
+
+def _positions(ck: dict[str, Any]) -> None:
+    """PDF coordinates a chunk still carries as a parser item's (a pipeline that ends before a chunker)
+    into RAGFlow's indexed fields; the chunkers' chunks have them already. RAGFlow's `add_positions`
+    adds one to the page here, which the Parser already counts from 1: pages are kept as given."""
+    from canvas2graph.nodes.pipeline.positions import PDF_POSITIONS_KEY, finalize_chunk
+    if "position_int" not in ck and (ck.get("positions") or ck.get(PDF_POSITIONS_KEY)):
+        finalize_chunk(ck)
+    ck.pop("positions", None)
+    ck.pop(PDF_POSITIONS_KEY, None)
 
 
 def embed_texts(chunks: list[dict[str, Any]]) -> list[str]:

@@ -146,7 +146,8 @@ class Ingestor:
         resumed = bool(snapshot.values) and bool(snapshot.next)
         await self._emit({"event": "file_started", "data": {**base, "resumed": resumed}})
         if not snapshot.values or snapshot.next:
-            file = {"name": item.name, "path": str(item.path.resolve()), "size": len(data), "sha256": digest[:64]}
+            file = {"name": item.name, "path": str(item.path.resolve()), "size": len(data), "sha256": digest[:64],
+                        "doc_id": doc_id}
             graph_input = None if resumed else {"file": file, "kb": {"id": self.kb_id, "embd_id": self.embd_id}}
             async for chunk in self.graph.astream(graph_input, config, context=self.context, stream_mode="custom"):
                 if isinstance(chunk, dict) and chunk.get("event") == "progress":    # models write their own items
@@ -181,13 +182,16 @@ class Ingestor:
             vectors = await self.embedder.embed_documents(embed_texts(chunks))
             for c, v in zip(chunks, vectors):
                 c[f"q_{len(v)}_vec"] = v
+        # a Compiler's structure rows (entities, relations) go to the same index, as RAGFlow's do
+        rows = [dict(r) for r in last.get("structure") or [] if isinstance(r, dict)]
+        chunks += rows
         fields, vectors, metadata = await asyncio.to_thread(
             stored_chunks, chunks, doc_id=doc_id, kb_id=self.kb_id, name=item.name, tokenizer=tokenizer)
         has_vectors = any(v is not None for v in vectors)
         await _call(self.store.put_document, kb_id=self.kb_id, doc_id=doc_id, name=item.name,
                                 source=str(item.path.resolve()), content_hash=digest, chunks=fields,
                                 vectors=vectors if has_vectors else None, meta_fields=metadata)
-        return len(fields)
+        return len(fields) - len(rows)
 
     async def _failed(self, item: FileItem, report: IngestReport, message: str) -> None:
         report.failed += 1

@@ -28,13 +28,13 @@ Everything else comes from an optional TOML file named by $CANVAS2GRAPH_RETRIEVA
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from canvas2graph.runtime.services.retrieval.protocol import DEFAULT_TIMEOUT_S, RetrievalError
+from canvas2graph.runtime.services.toml_config import read_toml
 
 CONFIG_ENV = "CANVAS2GRAPH_RETRIEVAL_CONFIG"
 URL_ENV = "CANVAS2GRAPH_RETRIEVAL"
@@ -66,13 +66,7 @@ class RetrievalConfig:
         path = path or os.environ.get(CONFIG_ENV)
         if not path:
             return cls()
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as e:
-            raise RetrievalError(f"cannot read the retrieval config {path}: {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise RetrievalError(f"retrieval config {path} is not valid TOML: {e}") from None
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(read_toml(path, "retrieval config", RetrievalError), where=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "retrieval config") -> "RetrievalConfig":

@@ -7,7 +7,7 @@ looks up a handful of words per query, so `WordNet30` finds each word when it is
 binary search in the sorted index files (WordNet's own lookup), finds satellites only when an
 adjective is asked for, and maps nothing: our copy is WordNet 3.0, the version that data is keyed by,
 and the tokenizer reads no multilingual data. Lookups answer exactly what NLTK's eager maps hold
-(tests/runtime/retrieval/test_wordnet.py compares every lemma).
+(tests/runtime/services/retrieval/test_wordnet.py compares every lemma).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from tests.conftest import cpn, dsl
 from tests.nodes.helpers import build, context, errors, state
 from tests.nodes.tools.support import CODE_TOOL, agent_dsl, finished, node_dsl
 from tests.runtime.sandbox_server import SandboxServer
-from tests.runtime.test_code_exec import CHART_SCRIPT, PNG_SIGNATURE, need_node
+from tests.runtime.services.test_code_exec import CHART_SCRIPT, PNG_SIGNATURE, need_node
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = {"Src:A": {"component_name": "Message", "params": {"content": ["numbers"]}}}

@@ -206,6 +206,19 @@ async def test_extract_fails_when_no_page_could_be_read(tavily):
         await node.run(state("q"), context())
 
 
+
+@pytest.mark.parametrize("path, component, params", [
+    ("/search", "TavilySearch", {"query": "sys.query"}),
+    ("/extract", "TavilyExtract", {"urls": ["https://ragflow.io/docs"]}),
+])
+@pytest.mark.parametrize("answer", [{"answer": "no results key"}, {"results": "not a list"}, ["a", "list"]])
+async def test_an_answer_without_a_results_list_is_a_clear_error(tavily, path, component, params, answer):
+    tavily.on("POST", path, Reply(200, answer))
+    node = build(f"{component}:T", component, {"api_key": KEY, **params})
+    with pytest.raises(Exception, match="^Tavily answered without a results list$"):
+        await node.run(state("what is ragflow"), context())
+    assert [req.path for req in tavily.requests] == [path]
+
 # --- params: RAGFlow's check() rules, at compile time -----------------------------------------
 
 @pytest.mark.parametrize("component, params, field", [

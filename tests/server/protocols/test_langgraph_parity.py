@@ -14,7 +14,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from canvas2graph.cli import main
-from tests.runtime.test_langgraph_server import LANGGRAPH, LangGraphDev
+from tests.canvas2graph.cli.test_langgraph_server import LANGGRAPH, LangGraphDev
 from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, SCRIPT, TIPS, chat_answer
 
 GRAPHS = {"chat": CHAT_DSL, "feedback": FEEDBACK_DSL}

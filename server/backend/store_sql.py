@@ -1,0 +1,136 @@
+"""The SQL under the store (`server/backend/store.py`): its tables on SQLite or PostgreSQL, and query helpers.
+
+Both back ends take the same statements, written with `?` placeholders, and answer rows as dicts:
+`execute(sql, params)` returns the number of rows changed, `fetchall(sql, params)` the rows, and
+`setup(...)` creates the tables and adds columns that older databases lack.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+ORDERABLE = {"create_time", "update_time", "title", "name"}
+
+
+def is_integrity_error(error: BaseException) -> bool:
+    """A unique key or constraint refused the row (on SQLite or PostgreSQL)."""
+    import sqlite3
+    try:
+        import psycopg
+        pg = (psycopg.IntegrityError,)
+    except ImportError:             # pragma: no cover - psycopg is a dependency
+        pg = ()
+    return isinstance(error, (sqlite3.IntegrityError, *pg))
+
+
+class SqliteTables:
+    """The store's tables on the checkpointer's own SQLite connection, under its lock.
+
+    One connection for both: two connections to one file would take turns on SQLite's file lock,
+    whose busy handler sleeps for milliseconds at a time under load. Like the checkpointer
+    (`runtime/run/sqlite_saver.py`), statements run in place: each is a few tens of microseconds.
+    """
+    placeholder = "?"
+
+    def __init__(self, saver):
+        self.conn = saver.conn
+        self.lock = saver.lock
+
+    async def setup(self, statements: Iterable[str], columns: Iterable[tuple[str, str, str]] = ()) -> None:
+        import sqlite3
+        with self.lock:
+            # WAL, `synchronous` and the busy timeout are set by open_checkpointer; another process
+            # (a second server, `canvas2graph tokens`) may write the same file, so it waits for it
+            for sql in statements:
+                self.conn.execute(sql)
+            for table, column, definition in columns:
+                present = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})").fetchall()}
+                if column not in present:
+                    try:
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                    except sqlite3.OperationalError as e:     # another process added it meanwhile
+                        if "duplicate column" not in str(e):
+                            raise
+            self.conn.commit()
+
+    async def execute(self, sql: str, params: tuple = ()) -> int:
+        with self.lock:
+            try:
+                cursor = self.conn.execute(sql, params)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+            return cursor.rowcount
+
+    async def fetchall(self, sql: str, params: tuple = ()) -> list[dict]:
+        with self.lock:
+            cursor = self.conn.execute(sql, params)
+            try:
+                names = [c[0] for c in cursor.description]
+                return [dict(zip(names, row)) for row in cursor.fetchall()]
+            finally:
+                cursor.close()
+
+
+class PostgresTables:
+    """The store's tables on a pool of PostgreSQL connections, shared with the checkpointer."""
+
+    placeholder = "%s"
+
+    def __init__(self, url: str):
+        self.url = url
+        self.pool = None
+
+    async def open(self) -> None:
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+        # one pool for the checkpointer and these tables; autocommit and no prepared statements are
+        # what LangGraph's saver requires of its connections
+        self.pool = AsyncConnectionPool(self.url, min_size=1, max_size=8, open=False, timeout=30,
+                                        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+        await self.pool.open(wait=True, timeout=30)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+    async def setup(self, statements: Iterable[str], saver=None, columns: Iterable[tuple[str, str, str]] = ()) -> None:
+        # several servers may start at once: one sets the schema up while the others wait
+        async with self.pool.connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(740215)")
+            try:
+                if saver is not None:
+                    await saver.setup()
+                for sql in statements:
+                    await conn.execute(sql)
+                for table, column, definition in columns:
+                    await conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(740215)")
+
+    async def execute(self, sql: str, params: tuple = ()) -> int:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql.replace("?", "%s"), params)
+            return cursor.rowcount
+
+    async def fetchall(self, sql: str, params: tuple = ()) -> list[dict]:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql.replace("?", "%s"), params)
+            return list(await cursor.fetchall())
+
+
+def like_literal(text: str) -> str:
+    """`text` as a literal inside a LIKE pattern: its own %, _ and \\ escaped (the queries say ESCAPE '\\')."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def order_by(orderby: str, desc: bool, default: str) -> str:
+    """An ORDER BY clause: `orderby` when it is a column lists may be sorted by, else `default`; ties by id."""
+    column = orderby if orderby in ORDERABLE else default
+    return f"{column} {'DESC' if desc else 'ASC'}, id"
+
+
+def page_window(page: int, page_size: int) -> tuple[int, int]:
+    """(LIMIT, OFFSET) of a 1-based page; a page holds 1 to 1000 rows."""
+    page, size = max(int(page), 1), min(max(int(page_size), 1), 1000)
+    return size, (page - 1) * size
