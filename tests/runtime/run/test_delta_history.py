@@ -11,7 +11,7 @@ from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from canvas2graph.runtime.graph.state import (appended, combine_updates, merge_globals, reduce_globals, reduce_history,
                            with_update)
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
+from tests.runtime.run.test_durable_sessions import CHAT_DSL, run_turn
 
 
 def test_appends_add_to_the_list_and_a_plain_list_replaces_it():

@@ -18,7 +18,7 @@ from canvas2graph.runtime.services.scripted import Script
 from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from canvas2graph.runtime.graph.state import SNAPSHOT_EVERY
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import (CHAIN_DSL, REPO, ModelServer, cli_args, events_of, names, run_cli,
+from tests.runtime.run.test_durable_sessions import (CHAIN_DSL, REPO, ModelServer, cli_args, events_of, names, run_cli,
                                                  session_state)
 
 TURNS = 1000

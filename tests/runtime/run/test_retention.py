@@ -10,7 +10,7 @@ from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from canvas2graph.runtime.run.retention import compacted_turns, keep_turns
 from canvas2graph.runtime.run.steps import ForkError, atrace, fork_plan
 from tests.runtime.checkpointers import new_session
-from tests.runtime.test_durable_sessions import CHAT_DSL, run_turn
+from tests.runtime.run.test_durable_sessions import CHAT_DSL, run_turn
 
 
 async def test_older_turns_keep_their_trace_and_the_last_ones_every_step(durable_url, monkeypatch):
