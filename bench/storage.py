@@ -4,6 +4,7 @@
     python -m bench.storage --quick           # 100 turns, 1,000 items: a smoke run (targets at 1,000 not judged)
     python -m bench.storage --json out.json   # also write every figure
     python -m bench.storage --stores sqlite   # leave PostgreSQL out (it is $CANVAS2GRAPH_BENCH_PG)
+    python -m bench.storage --items 100,1000  # the `iteration` case over these item counts only
 
 Two cases of `../shared/parity/cases`, driven through `Runner.run_turn` as the server drives them, each on a
 fresh SQLite file and on PostgreSQL under a fresh session id:
@@ -14,7 +15,7 @@ fresh SQLite file and on PostgreSQL under a fresh session id:
 
 Bytes stored: on SQLite the file's pages in use (`page_count - freelist_count`, after a WAL checkpoint); on
 PostgreSQL the stored size (`pg_column_size`, compressed as stored) of the session's rows in LangGraph's
-tables (checkpoints, blobs, writes) and canvas2graph's turn log. RAGFlow stores one string per conversation,
+tables (checkpoints, blobs, writes), canvas2graph's turn log and its compacted turns' traces (runtime/run/retention.py). RAGFlow stores one string per conversation,
 `str(canvas)` (the oracle's `--state-out`), rewritten every turn: its length is RAGFlow's figure, measured by
 `bench/storage_oracle.py` in the oracle's own Python.
 
@@ -74,7 +75,7 @@ async def postgres_bytes(url: str, session: str) -> int:
         total = 0
         tables = [t for (t,) in await (await conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")).fetchall()]
-        for table in [t for t in PG_TABLES + ("c2g_turns",) if t in tables]:
+        for table in [t for t in PG_TABLES + ("c2g_turns", "c2g_compacted_turns") if t in tables]:
             row = await (await conn.execute(f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t "
                                             "WHERE thread_id = %s", (session,))).fetchone()
             total += int(row[0])
@@ -260,9 +261,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--stores", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
     ap.add_argument("--no-ragflow", action="store_true", help="leave RAGFlow's column out")
     ap.add_argument("--json", help="also write every figure to this file")
+    ap.add_argument("--items", help="comma-separated item counts of the `iteration` case (default 100,1000,10000; "
+                                    "--quick: 100,1000)")
     args = ap.parse_args(argv)
     turns, timed, items = ([10, 100], [10, 100], [100, 1_000]) if args.quick else \
         ([10, 100, 1_000], [10, 1_000], [100, 1_000, 10_000])
+    if args.items:
+        try:
+            items = sorted({int(n) for n in args.items.split(",") if n.strip()})
+        except ValueError:
+            ap.error(f"--items: expected comma-separated whole numbers, got {args.items!r}")
+        if not items or min(items) < 1:
+            ap.error("--items: give at least one item count of 1 or more")
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(measure(args.stores.split(","), turns, timed, items, Path(tmp)))
     result["ragflow"] = None if args.no_ragflow else ragflow(turns, items)

@@ -42,7 +42,7 @@ from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH,
 from canvas2graph.nodes.errors import error_handler_for, retry_policy_for
 from canvas2graph.runtime.graph.bridge import sync_twin
 from canvas2graph.runtime.graph.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
-                           merge_outputs, merge_reference, overwrite)
+                           combine_updates, merge_outputs, merge_reference, overwrite, with_update)
 from canvas2graph.runtime.graph.turn import finish_after, finish_turn, start_turn
 
 FINISH = "__canvas_finish__"
@@ -90,7 +90,7 @@ _RESET = {OUTPUTS: merge_outputs, LOOPS: merge_outputs, REFERENCE: merge_referen
 async def _begin(call, state: dict, runtime, *, initial_globals: dict) -> Any:
     """Begin's step: start the turn from the request channels, then run Begin (`call`) on the new turn."""
     start = start_turn(state, initial_globals)
-    view = {**state, **start, **{key: reduce(None, None) for key, reduce in _RESET.items()}}
+    view = {**with_update(state, start), **{key: reduce(None, None) for key, reduce in _RESET.items()}}
     # the form fields Begin reported last turn: RAGFlow's reset keeps an output's key and sets it to None, so a
     # turn that does not send them reports them None (nodes/begin.py)
     earlier = {k: None for k in ((state.get(OUTPUTS) or {}).get("begin") or {}) if not str(k).startswith("_")}
@@ -104,12 +104,10 @@ async def _begin(call, state: dict, runtime, *, initial_globals: dict) -> Any:
 
 def _after_start(start: dict, update: dict) -> dict:
     """The start of the turn and Begin's writes as one update: Begin's on top of the fresh channels."""
-    merged = {**start, **update}
+    merged = combine_updates(start, update)          # history and globals: Begin's writes add to the start's
     for key, reduce in _RESET.items():
         if key in update:                   # written afresh, not merged into the last turn's values
             merged[key] = overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
-    if GLOBALS in update:
-        merged[GLOBALS] = {**start[GLOBALS], **(update[GLOBALS] or {})}
     return merged
 
 

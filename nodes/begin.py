@@ -10,7 +10,7 @@ from pydantic import field_validator
 from canvas2graph.nodes.base import Node, Params, Result
 from canvas2graph.nodes.registry import register
 from canvas2graph.runtime.services.files import CONTENT, FileStoreError, is_file_entry, store_for
-from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST, outputs_of
+from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST, combine_updates, outputs_of, with_update
 from canvas2graph.runtime.graph.turn import resume_update
 
 
@@ -154,7 +154,7 @@ def ask(form: dict[str, Any], state: Mapping[str, Any]) -> tuple[dict[str, Any],
     while True:
         given, query = read_answer(interrupt(form))
         answer.update(given)
-        writes = resume_update({**state, **writes}, query=query, inputs=given)
+        writes = combine_updates(writes, resume_update(with_update(state, writes), query=query, inputs=given))
         missing = missing_fields(fields, answer)
         if not missing:
             return answer, writes
@@ -206,7 +206,7 @@ class Begin(Node):
                                    "inputs": {k: {**form[k], "value": None} for k in missing}}, state)
             values.update({k: field_value(v, form.get(k)) for k, v in answer.items()})
             files.update({k: True for k, v in answer.items() if is_file_field(form.get(k), v)})
-            writes = {**resumed, GLOBALS: {**(resumed.get(GLOBALS) or {}), **(writes.get(GLOBALS) or {})}}
+            writes = combine_updates(resumed, writes)
         values = await read_files(values, files, ctx, self.id)
         # the fields an earlier turn of the session set, None when this turn does not (RAGFlow's reset keeps
         # an output's key; compiler/build.py hands them on)

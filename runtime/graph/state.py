@@ -124,10 +124,123 @@ def merge_outputs(old: dict | None, new: dict | None) -> dict:
     return merged
 
 
+APPEND = "__append__"
+DROP = "__drop__"
+
+
+def appended(items: list, drop: int = 0) -> dict[str, Any]:
+    """A write that adds to a list instead of replacing it: `drop` trailing entries go, then `items` are
+    appended. The history channel and the list values of the globals (`sys.history`) take these, so a
+    turn stores what it adds, not the whole conversation again (docs/performance.md, Storage). A plain
+    list written to them replaces the value, as before (`update_state({"history": [...]})`)."""
+    return {APPEND: list(items), DROP: drop} if drop else {APPEND: list(items)}
+
+
+def is_appended(value: Any) -> bool:
+    return isinstance(value, dict) and APPEND in value and set(value) <= {APPEND, DROP}
+
+
+def list_change(old: Any, new: list) -> Any:
+    """The write that turns list `old` into list `new`: `appended` when they share a prefix, else `new`."""
+    if not isinstance(old, list) or not old:
+        return list(new)
+    common = 0
+    for a, b in zip(old, new):
+        if a is not b and a != b:
+            break
+        common += 1
+    if common == 0:
+        return list(new)
+    return appended(new[common:], len(old) - common)
+
+
+def add_to_list(old: Any, new: Any) -> Any:
+    """`new` written over `old`: an `appended` write applies to `old`'s list (to another `appended`
+    write, it composes: both are updates); anything else replaces it."""
+    if not is_appended(new):
+        return new
+    drop, items = int(new.get(DROP) or 0), new[APPEND]
+    if is_appended(old):
+        kept = old[APPEND][:max(0, len(old[APPEND]) - drop)]
+        drop_before = int(old.get(DROP) or 0) + max(0, drop - len(old[APPEND]))
+        return appended(kept + list(items), drop_before)
+    base = list(old) if isinstance(old, (list, tuple)) else []
+    return (base[:len(base) - drop] if drop else base) + list(items)
+
+
+def resolved(value: Any) -> Any:
+    """A value with no `appended` write left in it (one that found no list applies to an empty one)."""
+    return add_to_list([], value) if is_appended(value) else value
+
+
 def merge_globals(old: dict | None, new: dict | None) -> dict:
+    """Globals merged key by key; a key written with `appended` adds to its list (to the key's own
+    `appended` write when `old` is an update too)."""
     if not old:
         return dict(new or {})
-    return {**old, **(new or {})}
+    merged = dict(old)
+    for key, value in (new or {}).items():
+        merged[key] = add_to_list(merged.get(key), value) if is_appended(value) and key in merged else value
+    return merged
+
+
+def reduce_globals(value: dict, writes: list) -> dict:
+    """The globals channel's reducer (a `DeltaChannel`'s: the value and a batch of writes, in order).
+    Lists are copied once per batch, so replaying many appends costs what they add."""
+    out, owned = dict(value or {}), set()
+    for write in writes:
+        for key, item in (overwritten(write) or {}).items():
+            if is_appended(item):
+                if key not in owned:
+                    out[key] = list(out[key]) if isinstance(out.get(key), (list, tuple)) else []
+                    owned.add(key)
+                _extend(out[key], item)
+            else:
+                out[key] = item
+                owned.discard(key)
+    return out
+
+
+def reduce_history(value: list, writes: list) -> list:
+    """The history channel's reducer: `appended` writes add entries, a list replaces the history."""
+    out, owned = value, False
+    for write in writes:
+        write = overwritten(write)
+        if is_appended(write):
+            if not owned:
+                out, owned = (list(out) if isinstance(out, (list, tuple)) else []), True
+            _extend(out, write)
+        else:
+            out, owned = write, False
+    return out
+
+
+def _extend(items: list, write: dict) -> None:
+    drop = int(write.get(DROP) or 0)
+    if drop:
+        del items[max(0, len(items) - drop):]
+    items.extend(write[APPEND])
+
+
+def with_update(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict:
+    """A shallow view of `state` with a turn-bookkeeping update applied to its history and globals as
+    their channels would apply it (`appended` writes add); other keys of `update` replace the state's."""
+    view = {**state, **update}
+    if HISTORY in update:
+        view[HISTORY] = resolved(add_to_list(state.get(HISTORY), update[HISTORY]))
+    if GLOBALS in update:
+        view[GLOBALS] = reduce_globals(dict(state.get(GLOBALS) or {}), [update[GLOBALS] or {}])
+    return view
+
+
+def combine_updates(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict:
+    """Two updates as one (`then` written after `first`): history and globals compose, other keys replace."""
+    out = {**first, **then}
+    if HISTORY in first and HISTORY in then:
+        out[HISTORY] = add_to_list(first[HISTORY], then[HISTORY])
+    if GLOBALS in first and GLOBALS in then:
+        out[GLOBALS] = merge_globals(first[GLOBALS] or {}, then[GLOBALS] or {})
+    return out
 
 
 def merge_reference(old: dict | None, new: dict | None) -> dict:
@@ -155,6 +268,7 @@ def take_last_in_path(old: Any, new: Any) -> Any:
 
 
 OVERWRITE = "__overwrite__"
+SNAPSHOT_EVERY = 20      # updates of the history and of the globals between two stored whole values (10 turns)
 
 
 def overwrite(value: Any) -> dict[str, Any]:
@@ -175,6 +289,7 @@ def build_state_schema(name: str = "CanvasState", *, components_view: bool = Fal
     and the answer (Begin's step reads the request; nothing reads the answer), which LangGraph then
     need not look at in every task."""
     from langgraph.channels import EphemeralValue   # here: `canvas2graph compile` never builds a state
+    from langgraph.channels.delta import DeltaChannel
     request = {} if components_view else {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
                                           ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {
@@ -182,8 +297,10 @@ def build_state_schema(name: str = "CanvasState", *, components_view: bool = Fal
         # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
         # restart inside an Iteration or Loop resumes at the same pass (RAGFlow keeps it in memory)
         LOOPS: Annotated[dict, merge_outputs],
-        GLOBALS: Annotated[dict, merge_globals],
-        HISTORY: Annotated[list, take_last],
+        # stored as the writes that changed them (LangGraph's DeltaChannel), with the whole value every
+        # SNAPSHOT_EVERY updates: a turn stores the two history entries it adds, not the conversation
+        GLOBALS: Annotated[dict, DeltaChannel(reduce_globals, dict, snapshot_frequency=SNAPSHOT_EVERY)],
+        HISTORY: Annotated[list, DeltaChannel(reduce_history, list, snapshot_frequency=SNAPSHOT_EVERY)],
         REQUEST: Annotated[dict, take_last],
         LAST: Annotated[dict, take_last_in_path],    # {"component_id", "inputs", "rank"} of the last to finish
         REFERENCE: Annotated[dict, merge_reference],

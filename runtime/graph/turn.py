@@ -13,7 +13,7 @@ import time
 from typing import Any, Mapping
 
 from canvas2graph.runtime.graph.state import (ANSWER, FILES, GLOBALS, HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, QUERY, REFERENCE, REQUEST,
-                           USER_ID, outputs_of)
+                           USER_ID, appended, combine_updates, outputs_of, with_update)
 
 
 def now_text() -> str:
@@ -32,10 +32,12 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
                  user_id: str = "", files: list | None = None) -> dict[str, Any]:
     """The update that starts a turn: fresh component outputs, updated globals and history.
 
-    `OUTPUTS` and `LOOPS` are None, which their reducers read as "start afresh"."""
+    `OUTPUTS` and `LOOPS` are None, which their reducers read as "start afresh". The history and
+    `sys.history` are written as appends, and the globals as the keys that change, once the
+    conversation has globals: what a turn stores does not grow with the turns before it."""
     previous = previous or {}
-    globals_ = dict(previous.get(GLOBALS) or initial_globals)
-    history = list(previous.get(HISTORY) or [])
+    before = previous.get(GLOBALS)
+    globals_ = {} if before else dict(initial_globals)
     globals_["sys.date"] = now_text()
     if query:                           # an empty query keeps the previous one (SPEC 4.4)
         globals_["sys.query"] = query
@@ -43,13 +45,14 @@ def prepare_turn(previous: Mapping[str, Any] | None, *, initial_globals: Mapping
         globals_["sys.user_id"] = user_id
     if files:
         globals_["sys.files"] = files
-    globals_["sys.conversation_turns"] = next_turn(globals_.get("sys.conversation_turns"))
-    history.append(["user", query])
-    globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
+    globals_["sys.conversation_turns"] = next_turn((before or globals_).get("sys.conversation_turns"))
+    said = f"user: {query}"
+    globals_["sys.history"] = (appended([said]) if before and isinstance(before.get("sys.history"), list)
+                               else list((before or globals_).get("sys.history") or []) + [said])
     update: dict[str, Any] = {OUTPUTS: None, LOOPS: None}     # every component starts the turn afresh
     update.update({
         GLOBALS: globals_,
-        HISTORY: history,
+        HISTORY: appended([["user", query]]),
         REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True},
         LAST: {},
         REFERENCE: None,                        # a fresh reference store each turn
@@ -89,44 +92,42 @@ def finish_turn(state: Mapping[str, Any]) -> dict[str, Any]:
     outputs = dict(outputs_of(state, last)) if last else {}
     answer = last_step.get("answer")        # a Message's text less the thinking it showed
     request = state.get(REQUEST) or {}
-    history = list(state.get(HISTORY) or [])
-    sys_history = list((state.get(GLOBALS) or {}).get("sys.history") or [])
+    history = state.get(HISTORY) or []
+    sys_history = (state.get(GLOBALS) or {}).get("sys.history") or []
+    drop = drop_said = 0
     if request.get("open") is False and history and history[-1][0] == "assistant":
-        history.pop()
+        drop = 1
         if sys_history and str(sys_history[-1]).startswith("assistant: "):
-            sys_history.pop()
-    history.append(["assistant", outputs])
-    sys_history.append(f"assistant: {outputs!r}")
-    return {HISTORY: history, GLOBALS: {"sys.history": sys_history}, REQUEST: {**request, "open": False},
+            drop_said = 1
+    said = f"assistant: {outputs!r}"
+    said_write = appended([said], drop_said) if isinstance(sys_history, list) else list(sys_history) + [said]
+    return {HISTORY: appended([["assistant", outputs]], drop), GLOBALS: {"sys.history": said_write}, REQUEST: {**request, "open": False},
             ANSWER: answer if isinstance(answer, str) else answer_text(outputs)}
 
 
 def finish_after(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """`update` (a node's writes) plus the end of the turn, as the finish node would record it in the
     next step: for a component whose step ends the turn when nothing else can be running."""
-    view = dict(state)
-    for key in (LAST, HISTORY, REQUEST):
-        if key in update:
-            view[key] = update[key]
-    if GLOBALS in update:
-        view[GLOBALS] = {**(state.get(GLOBALS) or {}), **(update[GLOBALS] or {})}
+    view = with_update(state, {key: update[key] for key in (LAST, HISTORY, REQUEST, GLOBALS) if key in update})
     last = (view.get(LAST) or {}).get("component_id")
     written = (update.get(OUTPUTS) or {}).get(last) if last else None
     if written:
         view[OUTPUTS] = {**(state.get(OUTPUTS) or {}), last: {**outputs_of(state, last), **written}}
     finish = finish_turn(view)
-    return {**update, **finish, GLOBALS: {**(update.get(GLOBALS) or {}), **finish[GLOBALS]}}
+    return combine_updates(update, finish)
 
 
 def resume_update(previous: Mapping[str, Any], *, query: str = "", inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a resuming request changes (SPEC 5.1): turns count, history and sys.query, not outputs."""
-    globals_ = dict(previous.get(GLOBALS) or {})
-    globals_["sys.date"] = now_text()
+    before = previous.get(GLOBALS) or {}
+    globals_: dict[str, Any] = {"sys.date": now_text()}
     if query:
         globals_["sys.query"] = query
-    globals_["sys.conversation_turns"] = next_turn(globals_.get("sys.conversation_turns"))
-    globals_["sys.history"] = list(globals_.get("sys.history") or []) + [f"user: {query}"]
-    return {GLOBALS: globals_, HISTORY: list(previous.get(HISTORY) or []) + [["user", query]],
+    globals_["sys.conversation_turns"] = next_turn(before.get("sys.conversation_turns"))
+    said = f"user: {query}"
+    globals_["sys.history"] = (appended([said]) if isinstance(before.get("sys.history"), list)
+                               else list(before.get("sys.history") or []) + [said])
+    return {GLOBALS: globals_, HISTORY: appended([["user", query]]),
             REQUEST: {"query": query, "inputs": dict(inputs or {}), "open": True}}
 
 

@@ -28,7 +28,7 @@ import uuid
 from typing import Any, AsyncIterator, Iterable
 
 from canvas2graph.runtime.graph.event_order import TASK_KEY, BatchOrder, bursts
-from canvas2graph.runtime.graph.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten
+from canvas2graph.runtime.graph.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten, resolved
 from canvas2graph.runtime.graph.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
@@ -195,7 +195,7 @@ class EventAdapter:
         request = result.get(REQUEST)
         if isinstance(request, dict) and request.get("open") is False:
             # the end of the turn: by the finish node, or inline by the last component
-            history = result.get(HISTORY) or []
+            history = resolved(result.get(HISTORY)) or []      # the finish writes its entry as an append
             self.answer = history[-1][1] if history else {}
             self.finished = True
         outputs_written = written(result, OUTPUTS) or {}

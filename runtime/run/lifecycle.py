@@ -30,7 +30,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from canvas2graph.runtime.graph.state import GLOBALS, reduce_globals
 from canvas2graph.runtime.run.checkpoint import is_postgres
+from canvas2graph.runtime.run.retention import TABLE as COMPACTED
 
 log = logging.getLogger("canvas2graph.sessions")
 
@@ -108,11 +110,23 @@ async def show_session(store, session_id: str) -> dict[str, Any]:
     saved = await store.checkpointer.aget_tuple({"configurable": {"thread_id": session_id}})
     if saved is not None:
         values = saved.checkpoint.get("channel_values") or {}
-        globals_ = values.get("globals") if isinstance(values.get("globals"), dict) else {}
+        globals_ = await _globals_of(store.checkpointer, saved)
         out["turns"] = globals_.get("sys.conversation_turns")
         request = values.get("request") if isinstance(values.get("request"), dict) else {}
         out["open_turn"] = bool(request.get("open")) or any(w[1] == "__interrupt__" for w in saved.pending_writes or [])
     return out
+
+
+async def _globals_of(checkpointer, saved) -> dict:
+    """The globals at a checkpoint: stored there (an older session, or a snapshot), else rebuilt from the
+    writes since the last snapshot (the channel is a `DeltaChannel`, runtime/state.py)."""
+    value = (saved.checkpoint.get("channel_values") or {}).get(GLOBALS)
+    if value is None and GLOBALS in (saved.checkpoint.get("channel_versions") or {}):
+        found = (await checkpointer.aget_delta_channel_history(config=saved.config, channels=[GLOBALS]))[GLOBALS]
+        seed = found.get("seed")
+        value = reduce_globals(dict(getattr(seed, "value", seed) or {}), [write[2] for write in found["writes"]])
+    value = getattr(value, "value", value)          # a snapshot (`_DeltaSnapshot`) holds its value
+    return value if isinstance(value, dict) else {}
 
 
 async def idle_sessions(store, older_than: float, *, now: float | None = None) -> list[SessionInfo]:
@@ -132,14 +146,16 @@ async def _delete_batch(store, ids: list[str]) -> None:
     marks = ", ".join("?" * len(ids))
     await store.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(ids))
     if is_postgres(store.url):
-        for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+        present = {r["t"] for r in await _rows(store, "SELECT table_name AS t FROM information_schema.tables "
+                                                      "WHERE table_schema = current_schema()")}
+        for table in [t for t in ("checkpoint_writes", "checkpoint_blobs", "checkpoints", COMPACTED) if t in present]:
             await store.db.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", tuple(ids))
         return
     saver = store.checkpointer
     with saver.lock:                 # LangGraph's two tables, in one transaction on the saver's connection
         try:
             tables = [t for (t,) in saver.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            for table in [t for t in ("writes", "checkpoint_blobs", "checkpoints") if t in tables]:
+            for table in [t for t in ("writes", "checkpoint_blobs", "checkpoints", COMPACTED) if t in tables]:
                 saver.conn.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", tuple(ids))
             saver.conn.commit()
         except BaseException:

@@ -13,6 +13,7 @@ and closing a turn that the engine or the checkpointer broke, so the next reques
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
@@ -26,9 +27,12 @@ from canvas2graph.types import RunContext
 from canvas2graph.compiler.canvas import CompiledCanvas
 from canvas2graph.nodes.begin import missing_fields, resume_value
 from canvas2graph.runtime.run.events import FINISH, STREAM_MODES, TurnEvents
+from canvas2graph.runtime.run.retention import compact
 from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST
 from canvas2graph.runtime.services.observability import trace_config
 from canvas2graph.runtime.graph.values import unstorable
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Runner", "TurnRequest", "TurnOutcome", "TurnRejected", "TurnFailed", "STREAM_MODES", "DURABILITY"]
 
@@ -251,3 +255,14 @@ class Runner:
         self.outcome.status = events.status
         if events.error:
             self.outcome.error = events.error
+        if self.checkpointer is not None and self.outcome.status == "finished":
+            await self._compact(session_id)
+
+    async def _compact(self, session_id: str) -> None:
+        """Keep every step of the last turns and only the trace of older ones (runtime/run/retention.py). A failure
+        leaves the session as it was (each store compacts in one transaction) and is logged, not raised."""
+        try:
+            await compact(self.graph, session_id)
+        except Exception as e:
+            _log.warning("session %s: compacting its older turns failed (%s: %s); every step is kept",
+                         session_id, type(e).__name__, e)

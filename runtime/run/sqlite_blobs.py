@@ -19,8 +19,12 @@ nearest ancestor row that holds the value inline, and stored.
 Values of 2 KB or more are stored zlib-compressed (`CompressingSerializer`), as PostgreSQL compresses
 its blobs.
 
-What this does not change: a channel that changes is stored whole, so the history is still stored
-twice per turn (growth with the square of the turns, with a small factor; docs/performance.md, Storage).
+Channels declared as LangGraph's `DeltaChannel` (the history and the globals, runtime/state.py) store
+only a marker at most versions and, every so many updates, a snapshot; their value is rebuilt from the
+nearest snapshot and the writes after it. `SqliteSaver.get_delta_channel_history` looks for snapshots in
+the checkpoint rows only; `get_delta_channel_history` here looks in the blob table too (and in the rows
+of the old kind), with LangGraph's own queries and helpers for the walk and the writes.
+
 Files written by this saver need it to be read: LangGraph's own `SqliteSaver` would see empty states.
 """
 from __future__ import annotations
@@ -29,9 +33,12 @@ import zlib
 from typing import Any, Iterator, Optional
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple,
+                                      DeltaChannelHistory, get_checkpoint_id)
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import (DELTA_STAGE1_SQL, build_delta_channels_writes_history,
+                                                build_delta_stage2_sql)
 
 COMPRESS_FROM = 2048     # bytes: larger values are stored zlib-compressed (PostgreSQL's TOAST starts at 2 KB)
 ZLIB = "+zlib"
@@ -102,6 +109,68 @@ class ChannelBlobSqliteSaver(SqliteSaver):
             cur.execute(f"DELETE FROM {BLOBS_TABLE} WHERE thread_id = ?", (str(thread_id),))
 
     # --- reading -------------------------------------------------------------------------------
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Any) -> dict[str, DeltaChannelHistory]:
+        """`SqliteSaver.get_delta_channel_history` with seeds found in the blob table (module doc).
+
+        The walk follows parent ids from the target (LangGraph's stage-1 query), nearest first; each
+        ancestor's channel versions say which blob holds the channel's value there, and a blob that is no
+        marker (a snapshot, or the value an old session had) ends that channel's walk. A version is looked
+        up once, however many ancestors share it."""
+        channels = list(channels)
+        if not channels:
+            return {}
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            target = super(ChannelBlobSqliteSaver, self).get_tuple(config)
+            if target is None:
+                return {ch: {"writes": []} for ch in channels}
+            checkpoint_id = target.config["configurable"]["checkpoint_id"]
+        chain: dict[str, list[str]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        looked: dict[tuple[str, str], bool] = {}
+        active, walked, started = set(channels), set(), False
+        with self.cursor(transaction=False) as cur:
+            lookup = self.conn.cursor()      # the walk's rows come lazily from `cur` (SQLite stops the recursion)
+            for cid, type_, blob in cur.execute(DELTA_STAGE1_SQL, (thread_id, ns, checkpoint_id, thread_id, ns)):
+                if not started:
+                    started = cid == checkpoint_id       # the target's own writes and value are not part of it
+                    walked.add(cid)
+                    continue
+                if not active or cid in walked:
+                    break
+                walked.add(cid)
+                for ch in active:
+                    chain[ch].append(cid)
+                stored = self.serde.loads_typed((type_, blob))
+                inline = stored.get("channel_values") or {}
+                versions = stored.get("channel_versions") or {}
+                for ch in list(active):
+                    if ch in inline:
+                        seeds[ch] = inline[ch]
+                    elif ch in versions and (ch, str(versions[ch])) not in looked:
+                        key = (ch, str(versions[ch]))
+                        row = lookup.execute(f"SELECT type, blob FROM {BLOBS_TABLE} WHERE thread_id = ? AND checkpoint_ns = ? "
+                                          "AND channel = ? AND version = ?", (thread_id, ns, ch, key[1])).fetchone()
+                        looked[key] = row is not None and row[0] != EMPTY
+                        if looked[key]:
+                            seeds[ch] = self.serde.loads_typed((row[0], row[1]))
+                    if ch in seeds:
+                        active.discard(ch)
+            lookup.close()
+            with_chain = [ch for ch in channels if chain[ch]]
+            sql = build_delta_stage2_sql(has_task_path=self._has_task_path,
+                                         chain_lens=[len(chain[ch]) for ch in with_chain])
+            found = []
+            if sql:
+                params: list[Any] = []
+                for ch in with_chain:
+                    params.extend([thread_id, ns, ch, *chain[ch]])
+                found = cur.execute(sql, params).fetchall()
+        return build_delta_channels_writes_history(channels=channels, chain_by_ch=chain, seed_val_by_ch=seeds,
+                                                   seeded=set(seeds), stage2_rows=found, serde=self.serde)
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = super().get_tuple(config)
         return self._with_values(found) if found is not None else None

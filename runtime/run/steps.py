@@ -73,8 +73,45 @@ def _thread_config(config: dict) -> dict:
 async def _lineage(graph, config: dict) -> tuple[list, list]:
     """The snapshots of one branch, oldest first: from `config`'s checkpoint (else the newest) back to the
     first; and every snapshot of the thread, newest first."""
-    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    history = [snapshot async for snapshot in _light(graph).aget_state_history(_thread_config(config))]
+    head = (config.get("configurable") or {}).get("checkpoint_id")
+    if head and not any(s.config["configurable"]["checkpoint_id"] == head for s in history):
+        await _refuse_compacted(graph, config, head)
     return _branch(history, config), history
+
+
+def _light(graph):
+    """The graph reading steps without rebuilding the history and the globals, which the trace does not show
+    (runtime/run/retention.py, `without_conversation`)."""
+    from canvas2graph.runtime.run.retention import without_conversation
+    return without_conversation(graph)
+
+
+async def _compacted(graph, config: dict) -> list[dict]:
+    """The stored traces of the thread's compacted turns (runtime/run/retention.py), oldest first."""
+    from canvas2graph.runtime.run.retention import compacted_turns
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    return await compacted_turns(graph.checkpointer, thread_id) if thread_id is not None else []
+
+
+async def _refuse_compacted(graph, config: dict, checkpoint_id: str) -> None:
+    for turn in await _compacted(graph, config):
+        if any(step.get("checkpoint_id") == checkpoint_id for step in turn.get("steps") or []):
+            raise ForkError("checkpoint_id", f"checkpoint {checkpoint_id} is a step of turn {turn['turn']}, whose steps "
+                                             "were compacted: only its trace is kept (every step is kept for the last "
+                                             "CANVAS2GRAPH_KEEP_TURNS turns), so it cannot be forked or traced as a branch")
+
+
+def _after_compacted(compacted: list[dict], turns: list[dict]) -> list[dict]:
+    """The compacted turns, then the live ones numbered after them."""
+    if not compacted:
+        return turns
+    offset = len(compacted)
+    for turn in turns:
+        turn["turn"] += offset
+        if "fork_of" in turn:
+            turn["fork_of"] += offset
+    return compacted + turns
 
 
 def _branch(history: list, config: dict) -> list:
@@ -309,7 +346,7 @@ async def atrace(graph, config: dict) -> list[dict]:
     """The trace of the thread `config` names (`thread_id`; a `checkpoint_id` traces that checkpoint's branch)."""
     from canvas2graph.compiler.canvas import canvas_of
     chain, history = await _lineage(graph, config)
-    return _build(canvas_of(graph), chain, history)
+    return _after_compacted(await _compacted(graph, config), _build(canvas_of(graph), chain, history))
 
 
 def _heads(history: list) -> list:
@@ -324,7 +361,7 @@ async def abranches(graph, config: dict) -> list[dict]:
     `atrace` takes to trace it), current, turns, query (its last turn's; a fork's as edited), status,
     started_at, fork_of}."""
     from canvas2graph.compiler.canvas import canvas_of
-    history = [snapshot async for snapshot in graph.aget_state_history(_thread_config(config))]
+    history = [snapshot async for snapshot in _light(graph).aget_state_history(_thread_config(config))]
     if not history:
         return []
     canvas = canvas_of(graph)
@@ -348,7 +385,7 @@ async def abranches(graph, config: dict) -> list[dict]:
 def trace(graph, config: dict) -> list[dict]:
     """`atrace` for synchronous callers: the graph's synchronous `get_state_history` (a sync checkpointer)."""
     from canvas2graph.compiler.canvas import canvas_of
-    history = list(graph.get_state_history(_thread_config(config)))
+    history = list(_light(graph).get_state_history(_thread_config(config)))
     return _build(canvas_of(graph), _branch(history, config), history)
 
 
@@ -362,10 +399,10 @@ async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
     from canvas2graph.compiler.canvas import canvas_of
     thread = _thread_config(config)
     head = None
-    async for snapshot in graph.aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
+    async for snapshot in _light(graph).aget_state_history(thread, filter={MESSAGE_ID: message_id}, limit=1):
         head = snapshot.config["configurable"]["checkpoint_id"]
     if head is None:
-        return None
+        return turn_of(await _compacted(graph, thread), message_id)
     chain, history = await _lineage(graph, {**thread, "configurable": {**thread["configurable"], "checkpoint_id": head}})
     return turn_of(_build(canvas_of(graph), chain, history), message_id)
 
