@@ -16,7 +16,7 @@ from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from tests.conftest import REPO
 from tests.nodes.pipeline.helpers import node, run
 
-SHIPPED_COMPILER = REPO / "tests" / "runtime" / "ingest" / "ragflow_pipelines" / "compiler.json"
+SHIPPED_COMPILER = REPO / "tests" / "runtime" / "run" / "ingest" / "ragflow_pipelines" / "compiler.json"
 
 # a template as RAGFlow's compilation-template editor saves it (the `entity`/`relation` type shape)
 PEOPLE = {"id": "tpl-people", "name": "People", "kind": "knowledge_graph", "config": {

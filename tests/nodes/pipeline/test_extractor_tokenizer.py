@@ -13,7 +13,7 @@ from canvas2graph.runtime.services.environment import RunEnvironment, RunSetting
 from tests.conftest import REPO
 from tests.nodes.pipeline.helpers import node, run
 
-SHIPPED = REPO / "tests" / "runtime" / "ingest" / "ragflow_pipelines"
+SHIPPED = REPO / "tests" / "runtime" / "run" / "ingest" / "ragflow_pipelines"
 
 
 def test_the_extractor_asks_once_per_chunk_with_the_chunks_text_in_the_prompt(tmp_path):
