@@ -127,7 +127,7 @@ def _rank_paths(plan: Plan) -> None:
     RAGFlow appends to its path, batch after batch, each component's downstream (or chosen targets) in the
     DSL's order, taking the batch's components in path order; a breadth-first walk from Begin along the
     plan's edges (in the DSL's order) visits them in that order. Components of one LangGraph step that
-    write the same channel (the turn's last component, `runtime.state.LAST`) are ordered by it."""
+    write the same channel (the turn's last component, `runtime.graph.state.LAST`) are ordered by it."""
     following: dict[str, list[str]] = {}
     for e in plan.edges:
         following.setdefault(e.source, []).append(e.target)

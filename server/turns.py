@@ -20,7 +20,7 @@ from canvas2graph.server.errors import ApiError, RetCode, argument_error, data_e
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 
 
-UNREADABLE = ("too-deep", "unreadable")      # a DSL nested past compiler.load.MAX_DEPTH: the request is malformed
+UNREADABLE = ("too-deep", "unreadable")      # a DSL nested past compiler.dsl.load.MAX_DEPTH: the request is malformed
 
 
 def diagnostics_error(diagnostics: list[dict], what: str) -> ApiError:
