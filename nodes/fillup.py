@@ -13,6 +13,7 @@ from typing import Any
 from canvas2graph.nodes.base import Node, Result, settle_pending
 from canvas2graph.nodes.begin import BeginParams, ask, field_value, is_file_field, missing_fields, read_files  # noqa: F401 (missing_fields: the Runner's)
 from canvas2graph.nodes.registry import register
+from canvas2graph.runtime.graph.state import with_update
 from canvas2graph.runtime.graph.values import render
 
 
@@ -56,7 +57,7 @@ class UserFillUp(Node):
             if self.params.enable_tips and resumed:
                 # RAGFlow invokes the form again on the resuming request: its tips are rendered anew, with
                 # that turn's values (sys.conversation_turns counted, sys.query...), not the paused turn's
-                tips = render(self.tips, {**state, **writes}, to_text=tips_text)
+                tips = render(self.tips, with_update(state, writes), to_text=tips_text)
         values = {key: field_value(value, form.get(key)) for key, value in answer.items()}
         files = {key: True for key, value in answer.items() if is_file_field(form.get(key), value)}
         values = await read_files(values, files, ctx, self.id)

@@ -34,7 +34,11 @@ def test_generated_dsls_compile_and_run_every_turn(case: Case):
     compiled, diagnostics = diagnose(case.dsl)
     assert compiled is not None, [str(d) for d in diagnostics if d.severity == "error"]
     turns = run_canvas2graph(case.dsl, case.turns)
-    assert len(turns) == len(case.turns)
+    assert 1 <= len(turns) <= len(case.turns)
+    if len(turns) < len(case.turns):
+        # the comparison ends where a form waits and the next request does not answer it: RAGFlow's server
+        # refuses that request too (engines._c2g_turns)
+        assert turns[-1][-1]["event"] == "user_inputs"
     assert all(events and events[0]["event"] in ("workflow_started", "node_started") for events in turns)
 
 
