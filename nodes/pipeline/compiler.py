@@ -238,13 +238,8 @@ def template_prompts(cfg: dict[str, Any], language: str = "en") -> tuple[str, st
     ent_text, ent_skel = render(_get(ents, "fields", default=[]) or [], "entity")
     rel_text, rel_skel = render(_get(rels, "fields", default=[]) or [], "relation")
 
-    node = [f"# Role and Task:\n{target}"] if target else []
-    if global_rules:
-        node.append(f"## Global Rules:\n{global_rules}")
-    if rules_e:
-        node.append(f"## Entity Extraction Rules:\n{rules_e}")
-    if ent_desc:
-        node.append(f"## Entity Description:\n{ent_desc}")
+    node = _sections(("# Role and Task", target), ("## Global Rules", global_rules),
+                     ("## Entity Extraction Rules", rules_e), ("## Entity Description", ent_desc))
     node.append(f"## Entity Fields:\n{ent_text}")
     node.append("## Response Format:\nReply with a single JSON object of the form: "
                 f'{{"items": [{ent_skel}, ...]}}.\n'
@@ -252,21 +247,20 @@ def template_prompts(cfg: dict[str, Any], language: str = "en") -> tuple[str, st
                 + "Return JSON only, no commentary.")
     if not rels:
         return "\n\n".join(node), ""
-    edge = [f"# Role and Task:\n{target}"] if target else []
-    if global_rules:
-        edge.append(f"## Global Rules:\n{global_rules}")
-    if rules_r:
-        edge.append(f"## Relation Extraction Rules:\n{rules_r}")
-    if rules_t:
-        edge.append(f"## Time Rules:\n{rules_t}")
-    if rel_desc:
-        edge.append(f"## Relation Description:\n{rel_desc}")
+    edge = _sections(("# Role and Task", target), ("## Global Rules", global_rules),
+                     ("## Relation Extraction Rules", rules_r), ("## Time Rules", rules_t),
+                     ("## Relation Description", rel_desc))
     edge.append(f"## Relation Fields:\n{rel_text}")
     edge.append("## Known Entities:\n{known_nodes}")
     edge.append("## Response Format:\nReply with a single JSON object of the form: "
                 f'{{"items": [{rel_skel}, ...]}}.\n'
                 "Only create relations between entities listed in 'Known Entities'. Return JSON only, no commentary.")
     return "\n\n".join(node), "\n\n".join(edge)
+
+
+def _sections(*parts: tuple[str, str | None]) -> list[str]:
+    """The prompt's optional sections, "<heading>:\n<text>", each left out when its text is empty."""
+    return [f"{heading}:\n{text}" for heading, text in parts if text]
 
 
 def entity_id_field(cfg: dict[str, Any]) -> str:
