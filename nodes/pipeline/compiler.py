@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
