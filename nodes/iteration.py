@@ -16,7 +16,7 @@ from pydantic import Field
 from canvas2graph.compiler.dsl.refs import Ref, parse_ref
 from canvas2graph.nodes.base import Node, Params, Result, require_ref, settle_pending
 from canvas2graph.nodes.registry import register
-from canvas2graph.runtime.graph.state import LOOPS, channel, outputs_of
+from canvas2graph.runtime.graph.state import LOOPS, appended, channel, outputs_of
 from canvas2graph.runtime.graph.values import resolve
 
 DEFAULT_MAX_ITEMS = 10_000
@@ -99,6 +99,11 @@ class IterationItem(Node):
         container = self.parent_id or ""
         passed = progress(state, container)
         idx = int(passed.get("idx") or 0)
+        if passed.get("item_only") and "item" in passed:
+            # one item of a parallel Iteration, sent with its item rather than the list (compiler/parallel.py)
+            item = passed["item"]
+            return Result(outputs={"item": item, "result": item, "index": idx},
+                          writes={LOOPS: {container: {"idx": idx + 1, "done": False}}})
         items = resolve(state, self.items_ref) if self.items_ref else []
         if not isinstance(items, list):
             # the list changed in the body (a VariableAssigner overwrote it): RAGFlow's IterationItem reads it
@@ -110,9 +115,8 @@ class IterationItem(Node):
             # a collected LLM content that no Message streamed is still a pending generation: run it here,
             # unseen, and collect its text (RAGFlow collects the unrun generator itself: docs/compatibility.md)
             state, writes = await settle_pending(self, [ref for _, ref in self.collect], state, ctx)
-            current = outputs_of(state, container)
-            writes[channel(container)] = {key: list(current.get(key) or []) + [resolve(state, ref)]
-                                          for key, ref in self.collect}
+            # an append: the pass stores the item it collects, not the list again (docs/performance.md, Storage)
+            writes[channel(container)] = {key: appended([resolve(state, ref)]) for key, ref in self.collect}
         if idx >= len(items):
             writes[LOOPS] = {container: {"idx": idx, "done": True}}
             # the last pass reports the last item again, as RAGFlow does

@@ -113,17 +113,6 @@ def _set_path(container: Any, path: list[str], value: Any) -> Any:
     return copy
 
 
-def merge_outputs(old: dict | None, new: dict | None) -> dict:
-    """Merge per component and key; `None` resets everything (done at the start of every turn)."""
-    if new is None:
-        return {}
-    merged = dict(old or {})
-    for cid, values in new.items():
-        prev = merged.get(cid)
-        merged[cid] = {**prev, **values} if prev else dict(values)
-    return merged
-
-
 APPEND = "__append__"
 DROP = "__drop__"
 
@@ -243,6 +232,57 @@ def combine_updates(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict:
     return out
 
 
+def merge_values(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict:
+    """One component's outputs with `new` written over `old`, key by key: a key written with `appended`
+    adds to its list (an Iteration's collected outputs), any other value replaces the key's."""
+    merged = dict(old or {})
+    for key, value in new.items():
+        merged[key] = add_to_list(merged[key], value) if is_appended(value) and key in merged else value
+    return merged
+
+
+def merge_outputs(old: dict | None, new: dict | None) -> dict:
+    """Merge per component and key (`merge_values`); `None` resets everything (done at the start of every
+    turn). Merging two updates composes them: an `appended` write over another stays one."""
+    if new is None:
+        return {}
+    merged = dict(old or {})
+    for cid, values in new.items():
+        prev = merged.get(cid)
+        merged[cid] = merge_values(prev, values) if prev else dict(values)
+    return merged
+
+
+def reduce_outputs(value: dict, writes: list) -> dict:
+    """The outputs' (and the loops') channel reducer: a batch of writes merged as `merge_outputs` merges them,
+    each component's dict and each appended list copied once per batch, so a pass of an Iteration that adds
+    one collected item costs that item, not the list again."""
+    out, owned_cids, owned_lists = value, set(), set()
+    for write in writes:
+        write = overwritten(write)
+        if write is None:
+            out, owned_cids, owned_lists = {}, set(), set()
+            continue
+        if not owned_cids and out is value:
+            out = dict(value or {})
+        for cid, values in write.items():
+            if cid not in owned_cids:
+                out[cid] = dict(out.get(cid) or {})
+                owned_cids.add(cid)
+            target = out[cid]
+            for key, item in values.items():
+                if is_appended(item):
+                    if (cid, key) not in owned_lists:
+                        prev = target.get(key)
+                        target[key] = list(prev) if isinstance(prev, (list, tuple)) else []
+                        owned_lists.add((cid, key))
+                    _extend(target[key], item)
+                else:
+                    target[key] = item
+                    owned_lists.discard((cid, key))
+    return out
+
+
 def merge_reference(old: dict | None, new: dict | None) -> dict:
     """The turn's reference store: chunks and doc_aggs gathered from every retrieval; None resets it."""
     if new is None:
@@ -254,6 +294,13 @@ def merge_reference(old: dict | None, new: dict | None) -> dict:
 
 def take_last(old: Any, new: Any) -> Any:
     return new
+
+
+def reduce_last(value: Any, writes: list) -> Any:
+    """LAST's channel reducer (a `DeltaChannel`'s: a batch of writes folded with `take_last_in_path`)."""
+    for write in writes:
+        value = take_last_in_path(value, overwritten(write))
+    return value
 
 
 def take_last_in_path(old: Any, new: Any) -> Any:
@@ -290,19 +337,24 @@ def build_state_schema(name: str = "CanvasState", *, components_view: bool = Fal
     need not look at in every task."""
     from langgraph.channels import EphemeralValue   # here: `canvas2graph compile` never builds a state
     from langgraph.channels.delta import DeltaChannel
+
+    from canvas2graph.runtime.graph.delta import GrowingDeltaChannel
     request = {} if components_view else {key: Annotated[kind, EphemeralValue(kind)] for key, kind in
                                           ((QUERY, Any), (INPUTS, dict), (FILES, list), (USER_ID, str))}
     fields: dict[str, Any] = {
-        OUTPUTS: Annotated[dict, merge_outputs],
+        # stored as the writes of each step, with the whole value as often as its size pays for
+        # (runtime/graph/delta.py): a pass of an Iteration stores what it adds, not the turn's outputs again
+        OUTPUTS: Annotated[dict, GrowingDeltaChannel(reduce_outputs, dict, snapshot_frequency=SNAPSHOT_EVERY)],
         # container id -> its progress ({"idx", "items", "next", "done"}); persisted, so a pause or a
         # restart inside an Iteration or Loop resumes at the same pass (RAGFlow keeps it in memory)
-        LOOPS: Annotated[dict, merge_outputs],
+        LOOPS: Annotated[dict, GrowingDeltaChannel(reduce_outputs, dict, snapshot_frequency=SNAPSHOT_EVERY)],
         # stored as the writes that changed them (LangGraph's DeltaChannel), with the whole value every
         # SNAPSHOT_EVERY updates: a turn stores the two history entries it adds, not the conversation
         GLOBALS: Annotated[dict, DeltaChannel(reduce_globals, dict, snapshot_frequency=SNAPSHOT_EVERY)],
         HISTORY: Annotated[list, DeltaChannel(reduce_history, list, snapshot_frequency=SNAPSHOT_EVERY)],
         REQUEST: Annotated[dict, take_last],
-        LAST: Annotated[dict, take_last_in_path],    # {"component_id", "inputs", "rank"} of the last to finish
+        # {"component_id", "inputs", "rank", "calls"} of the last to finish: written at every step, stored as writes
+        LAST: Annotated[dict, GrowingDeltaChannel(reduce_last, dict, snapshot_frequency=SNAPSHOT_EVERY)],
         REFERENCE: Annotated[dict, merge_reference],
         **({} if components_view else {ANSWER: Annotated[str, take_last]}),   # the turn's answer ("" until it ends)
         **request,

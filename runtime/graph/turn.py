@@ -13,7 +13,7 @@ import time
 from typing import Any, Mapping
 
 from canvas2graph.runtime.graph.state import (ANSWER, FILES, GLOBALS, HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, QUERY, REFERENCE, REQUEST,
-                           USER_ID, appended, combine_updates, outputs_of, with_update)
+                           USER_ID, appended, combine_updates, merge_values, outputs_of, with_update)
 
 
 def now_text() -> str:
@@ -112,7 +112,7 @@ def finish_after(state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, 
     last = (view.get(LAST) or {}).get("component_id")
     written = (update.get(OUTPUTS) or {}).get(last) if last else None
     if written:
-        view[OUTPUTS] = {**(state.get(OUTPUTS) or {}), last: {**outputs_of(state, last), **written}}
+        view[OUTPUTS] = {**(state.get(OUTPUTS) or {}), last: merge_values(outputs_of(state, last), written)}
     finish = finish_turn(view)
     return combine_updates(update, finish)
 

@@ -28,7 +28,7 @@ import uuid
 from typing import Any, AsyncIterator, Iterable
 
 from canvas2graph.runtime.graph.event_order import TASK_KEY, BatchOrder, bursts
-from canvas2graph.runtime.graph.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, overwritten, resolved
+from canvas2graph.runtime.graph.state import HISTORY, INPUTS, LAST, LOOPS, OUTPUTS, REQUEST, merge_values, overwritten, resolved
 from canvas2graph.runtime.graph.values import is_pending
 
 STREAM_MODES = ["tasks", "custom"]
@@ -201,7 +201,7 @@ class EventAdapter:
         outputs_written = written(result, OUTPUTS) or {}
         for cid, values in outputs_written.items():     # later writes to held components (collected outputs,
             if cid in self.held and (node is None or cid != node.id):     # loop variables, a streamed LLM's
-                self.held[cid]["outputs"].update(values)                    # final content)
+                self.held[cid]["outputs"] = merge_values(self.held[cid]["outputs"], values)    # final content)
         # producers whose stream this task consumed finish first, in the order they were held
         for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
             yield self.envelope("node_finished", self._release(cid))
@@ -227,10 +227,9 @@ class EventAdapter:
         loops = written(result, LOOPS) or {}
         if not any(p.get("done") and cid in self.held for cid, p in loops.items()):
             return
-        outputs_written = written(result, OUTPUTS) or {}
+        # (the step's writes to it are in its held outputs already: merged above, or held with them)
         for cid, pass_ in loops.items():
             if pass_.get("done") and cid in self.held:
-                self.held[cid]["outputs"].update(outputs_written.get(cid) or {})
                 yield self.envelope("node_finished", self._release(cid))
 
     def end(self) -> Iterable[dict]:
@@ -320,7 +319,7 @@ def unsettled(snapshot, containers: set[str]) -> dict[str, tuple[dict, dict, boo
     for task in snapshot.tasks:
         result = task.result if isinstance(task.result, dict) else {}
         for cid, values in (written(result, OUTPUTS) or {}).items():
-            outputs[cid] = {**outputs.get(cid, {}), **values}
+            outputs[cid] = merge_values(outputs.get(cid), values)
         for cid, values in (written(result, LOOPS) or {}).items():
             loops[cid] = {**loops.get(cid, {}), **values}
         last = result.get(LAST) or last

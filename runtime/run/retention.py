@@ -31,13 +31,13 @@ import os
 import zlib
 from typing import Any
 
-from canvas2graph.runtime.graph.state import GLOBALS, HISTORY
+from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, LAST, LOOPS, OUTPUTS
 
 log = logging.getLogger(__name__)
 
 KEEP_TURNS = 20
 TABLE = "c2g_compacted_turns"
-DELTA_CHANNELS = (HISTORY, GLOBALS)
+DELTA_CHANNELS = (HISTORY, GLOBALS, OUTPUTS, LOOPS, LAST)     # runtime/graph/state.py: stored as writes and snapshots
 
 
 def keep_turns() -> int:
@@ -51,9 +51,10 @@ def keep_turns() -> int:
 
 
 def without_conversation(graph):
-    """`graph` reading checkpoints without rebuilding the history and the globals (they read as empty): what
-    the trace needs. Rebuilding them replays their writes back to a snapshot for every checkpoint read, which
-    made listing a thread's steps cost its length times the distance between snapshots."""
+    """`graph` reading checkpoints without rebuilding the channels stored as writes (`DELTA_CHANNELS`: they read
+    as empty): what the trace needs, which takes each step's outputs from its task's writes. Rebuilding them
+    replays their writes back to a snapshot for every checkpoint read, which made listing a thread's steps cost
+    its length times the distance between snapshots."""
     from langgraph.channels import LastValue
     channels = dict(graph.channels)
     for name in DELTA_CHANNELS:

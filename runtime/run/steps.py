@@ -36,7 +36,7 @@ from typing import Any
 
 from canvas2graph.runtime.graph.calls import image_summaries
 from canvas2graph.runtime.run.events import CANCELLED_TEXT, FINISH, HANDLER_PREFIX, MESSAGE_ID
-from canvas2graph.runtime.graph.state import LAST, LOOPS, OUTPUTS, REQUEST, overwritten
+from canvas2graph.runtime.graph.state import LAST, LOOPS, OUTPUTS, REQUEST, merge_values, overwritten
 from canvas2graph.runtime.graph.values import is_pending
 
 __all__ = ["atrace", "trace", "atrace_message", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
@@ -204,7 +204,7 @@ class _Builder:
         for cid, values in written.items():
             if cid != node.id and cid in self.by_component and isinstance(values, dict):
                 other = self.by_component[cid]
-                other["outputs"] = {**other["outputs"], **values}
+                other["outputs"] = merge_values(other["outputs"], values)
                 other["elapsed"] = other["outputs"].get("_elapsed_time", other["elapsed"])
         # what the step asked of models and tools: its own calls, or a producer's (a Message streaming an LLM)
         for cid, record in (last.get("calls") or {}).items():
