@@ -9,27 +9,46 @@ step changed (`new_versions`); a checkpoint row then holds the versions, and rea
 blobs back. `ChannelBlobSqliteSaver` does the same on SQLite, with LangGraph's `SqliteSaver` for
 everything else (its tables, writes, serializer, locking and the checkpoint format itself).
 
-Rows of both kinds live side by side, so a file written by an earlier canvas2graph keeps working with
-no migration: a checkpoint row whose `channel_values` is filled (the old kind) is read as it is. The
-first checkpoint this saver writes for a thread that has no blob yet stores every channel's value once
-(an old session continuing, or a new one); later ones store only the changed channels. A blob missing
-for a channel's version (a fork from an old-kind checkpoint of a thread that has blobs) is found in the
-nearest ancestor row that holds the value inline, and stored.
+A channel that has a version and no value at a checkpoint (a `DeltaChannel` between snapshots, the turn's
+outputs at most steps) gets no blob row: a checkpoint row written by this saver carries `LAYOUT`, which says
+every value it has is in the blob table, so a missing row reads as "no value". A checkpoint whose parent is
+not of that layout (the first of a thread, or the first after an earlier canvas2graph) stores every
+channel's value, not only the changed ones.
 
-Values of 2 KB or more are stored zlib-compressed (`CompressingSerializer`), as PostgreSQL compresses
-its blobs.
+Rows of every kind live side by side, so a file written by an earlier canvas2graph keeps working with
+no migration: a checkpoint row whose `channel_values` is filled (the oldest kind) is read as it is, and a
+row of the kind before `LAYOUT` stored a marker row for each channel without a value. For a row without
+`LAYOUT`, a blob missing for a channel's version (a fork from an old-kind checkpoint of a thread that has
+blobs) is found in the nearest ancestor row that holds the value inline, and stored.
 
-Channels declared as LangGraph's `DeltaChannel` (the history and the globals, runtime/state.py) store
-only a marker at most versions and, every so many updates, a snapshot; their value is rebuilt from the
+Values and checkpoint rows of `COMPRESS_FROM` bytes or more are stored zlib-compressed
+(`CompressingSerializer`), as PostgreSQL compresses its blobs. A checkpoint row is mostly channel versions,
+which compress three to four times; uncompressed, a row of about 2 KB took a 4 KB page of its own.
+The tables are created WITHOUT ROWID (`_LANGGRAPH_SCHEMA`), so a row's key is not stored a second time in
+an index.
+
+Channels declared as LangGraph's `DeltaChannel` (runtime/graph/state.py: the history, the globals, the
+turn's outputs and loops, the last component) store no value at most versions and, every so often, a
+snapshot; their value is rebuilt from the
 nearest snapshot and the writes after it. `SqliteSaver.get_delta_channel_history` looks for snapshots in
 the checkpoint rows only; `get_delta_channel_history` here looks in the blob table too (and in the rows
 of the old kind), with LangGraph's own queries and helpers for the walk and the writes.
+
+Snapshots are read at the start of every turn of a conversation (its history and globals, rebuilt from the
+last snapshot), and decoding one costs what the conversation holds: about 1.4 ms per turn at 1,000 turns.
+A blob row never changes once written (its key names the channel's version), so the saver keeps the values
+of the largest ones it decoded last (`SnapshotCache`, `CACHE_BYTES` of stored bytes, least recently used
+first out): the turns of an active conversation decode its history once per snapshot, not once per turn.
+Cached values are shared, as a channel's value is between LangGraph's steps: nothing may change them in
+place (canvas2graph's reducers copy a list or dict before they add to it).
 
 Files written by this saver need it to be read: LangGraph's own `SqliteSaver` would see empty states.
 """
 from __future__ import annotations
 
+import threading
 import zlib
+from collections import OrderedDict
 from typing import Any, Iterator, Optional
 
 from langchain_core.runnables import RunnableConfig
@@ -40,14 +59,73 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (DELTA_STAGE1_SQL, build_delta_channels_writes_history,
                                                 build_delta_stage2_sql)
 
-COMPRESS_FROM = 2048     # bytes: larger values are stored zlib-compressed (PostgreSQL's TOAST starts at 2 KB)
+COMPRESS_FROM = 512      # bytes: larger values and checkpoint rows are stored zlib-compressed
 ZLIB = "+zlib"
 BLOBS_TABLE = "checkpoint_blobs"
-EMPTY = "empty"          # a channel that has a version and no value (as PostgresSaver marks it)
+EMPTY = "empty"          # a channel that has a version and no value (as PostgresSaver marks it; rows before LAYOUT)
+LAYOUT = "c2g_blob_layout"   # in a checkpoint row: all its values are blob rows, a missing row is no value
 _SCHEMA = f"""CREATE TABLE IF NOT EXISTS {BLOBS_TABLE} (
     thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL,
     version TEXT NOT NULL, type TEXT NOT NULL, blob BLOB,
-    PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"""
+    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)) WITHOUT ROWID"""
+# `SqliteSaver`'s own tables, as it creates them but WITHOUT ROWID: the rows live in their primary key's
+# b-tree, so the key (the session id, checkpoint and task ids: most of a small row) is stored once, not
+# again in a separate index. Created before `SqliteSaver.setup`, whose CREATE TABLE IF NOT EXISTS then
+# leaves them; files made earlier keep their tables as they are.
+_LANGGRAPH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '', idx INTEGER NOT NULL, channel TEXT NOT NULL,
+    type TEXT, value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)) WITHOUT ROWID;
+"""
+
+
+CACHE_BYTES = 32_000_000     # stored bytes of decoded values SnapshotCache keeps, per saver
+CACHE_FROM = 4096            # stored bytes: smaller values decode faster than they are worth keeping
+
+
+class SnapshotCache:
+    """Decoded blob values by (thread, namespace, channel, version), the least recently used dropped first once
+    their stored bytes pass `limit` (module doc)."""
+
+    def __init__(self, limit: int = CACHE_BYTES):
+        self.limit, self.size = limit, 0
+        self.values: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def load(self, key: tuple, type_: str, blob: bytes | None, serde) -> Any:
+        """The value of a blob row: from the cache, else decoded (and kept when it is large)."""
+        size = len(blob or b"")
+        if size < CACHE_FROM:
+            return serde.loads_typed((type_, blob))
+        with self.lock:
+            if key in self.values:
+                self.values.move_to_end(key)
+                return self.values[key][0]
+        value = serde.loads_typed((type_, blob))
+        self.keep(key, value, size)
+        return value
+
+    def keep(self, key: tuple, value: Any, size: int) -> None:
+        """Keep a value (of `size` stored bytes) as the blob row `key` holds it."""
+        if size < CACHE_FROM:
+            return
+        with self.lock:
+            if key not in self.values:
+                self.values[key] = (value, size)
+                self.size += size
+                while self.size > self.limit and self.values:
+                    self.size -= self.values.popitem(last=False)[1][1]
+
+    def forget(self, thread_id: str) -> None:
+        with self.lock:
+            for key in [k for k in self.values if k[0] == thread_id]:
+                self.size -= self.values.pop(key)[1]
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -73,9 +151,17 @@ class CompressingSerializer(JsonPlusSerializer):
 class ChannelBlobSqliteSaver(SqliteSaver):
     """`SqliteSaver` keeping channel values in a blob table, one row per channel version (module doc)."""
 
+    @property
+    def cache(self) -> SnapshotCache:
+        if not hasattr(self, "_cache"):
+            self._cache = SnapshotCache()
+        return self._cache
+
     def setup(self) -> None:
         if self.is_setup:
             return
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoints'").fetchone():
+            self.conn.executescript(_LANGGRAPH_SCHEMA)
         super().setup()             # (called under `self.lock` by `cursor()`: no lock taken here)
         self.conn.execute(_SCHEMA)
         self.conn.commit()
@@ -87,23 +173,28 @@ class ChannelBlobSqliteSaver(SqliteSaver):
         ns = config["configurable"].get("checkpoint_ns", "")
         values = checkpoint.get("channel_values") or {}
         versions = checkpoint.get("channel_versions") or {}
-        # the first checkpoint of a thread in this layout stores every channel; later ones what changed
-        changed = new_versions if self._has_blobs(thread_id, ns) else versions
-        rows = []
-        for channel, version in changed.items():
-            type_, blob = self.serde.dumps_typed(values[channel]) if channel in values else (EMPTY, None)
-            rows.append((thread_id, ns, channel, str(version), type_, blob))
+        # after a checkpoint of this layout, only what changed; else every channel (module doc)
+        parent = config["configurable"].get("checkpoint_id")
+        changed = new_versions if parent and self._in_layout(thread_id, ns, parent) else versions
+        rows = [(thread_id, ns, channel, str(version), *self.serde.dumps_typed(values[channel]))
+                for channel, version in changed.items() if channel in values]
         with self.cursor() as cur:       # the blobs first: a checkpoint row never names a missing blob
             cur.executemany(f"INSERT OR IGNORE INTO {BLOBS_TABLE} (thread_id, checkpoint_ns, channel, version, "
                             "type, blob) VALUES (?, ?, ?, ?, ?, ?)", rows)
-        return super().put(config, {**checkpoint, "channel_values": {}}, metadata, new_versions)
+        for row in rows:                 # a snapshot just written is what the next turn reads first
+            self.cache.keep(row[:4], values[row[2]], len(row[5] or b""))
+        return super().put(config, {**checkpoint, "channel_values": {}, LAYOUT: 1}, metadata, new_versions)
 
-    def _has_blobs(self, thread_id: str, ns: str) -> bool:
+    def _in_layout(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Whether the checkpoint row was written in this saver's layout (`LAYOUT`)."""
         with self.cursor(transaction=False) as cur:
-            cur.execute(f"SELECT 1 FROM {BLOBS_TABLE} WHERE thread_id = ? AND checkpoint_ns = ? LIMIT 1", (thread_id, ns))
-            return cur.fetchone() is not None
+            cur.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
+                        "checkpoint_id = ?", (thread_id, ns, checkpoint_id))
+            row = cur.fetchone()
+        return row is not None and bool(self.serde.loads_typed((row[0], row[1])).get(LAYOUT))
 
     def delete_thread(self, thread_id: str) -> None:
+        self.cache.forget(str(thread_id))
         super().delete_thread(thread_id)
         with self.cursor() as cur:
             cur.execute(f"DELETE FROM {BLOBS_TABLE} WHERE thread_id = ?", (str(thread_id),))
@@ -155,7 +246,7 @@ class ChannelBlobSqliteSaver(SqliteSaver):
                                           "AND channel = ? AND version = ?", (thread_id, ns, ch, key[1])).fetchone()
                         looked[key] = row is not None and row[0] != EMPTY
                         if looked[key]:
-                            seeds[ch] = self.serde.loads_typed((row[0], row[1]))
+                            seeds[ch] = self.cache.load((thread_id, ns, *key), row[0], row[1], self.serde)
                     if ch in seeds:
                         active.discard(ch)
             lookup.close()
@@ -185,6 +276,10 @@ class ChannelBlobSqliteSaver(SqliteSaver):
     def _with_values(self, found: CheckpointTuple) -> CheckpointTuple:
         """The tuple with its channel values joined from the blobs (a row of the old kind has them)."""
         checkpoint = found.checkpoint
+        layout = bool(checkpoint.get(LAYOUT))
+        if LAYOUT in checkpoint:
+            checkpoint = {k: v for k, v in checkpoint.items() if k != LAYOUT}
+            found = found._replace(checkpoint=checkpoint)
         values = checkpoint.get("channel_values") or {}
         versions = checkpoint.get("channel_versions") or {}
         wanted = {ch: str(v) for ch, v in versions.items() if ch not in values}
@@ -202,8 +297,8 @@ class ChannelBlobSqliteSaver(SqliteSaver):
                 if row is not None:
                     missing.pop(channel)
                     if row[0] != EMPTY:
-                        loaded[channel] = self.serde.loads_typed((row[0], row[1]))
-        if missing and found.parent_config is not None:
+                        loaded[channel] = self.cache.load((thread_id, ns, channel, version), row[0], row[1], self.serde)
+        if missing and found.parent_config is not None and not layout:
             loaded.update(self._inline_in_ancestors(found.parent_config, missing))
         return found._replace(checkpoint={**checkpoint, "channel_values": loaded})
 
