@@ -28,7 +28,8 @@ from functools import partial
 from typing import Any
 
 from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
-from canvas2graph.runtime.graph.state import GLOBALS, LOOPS, OUTPUTS, REFERENCE, build_state_schema
+from canvas2graph.runtime.graph.state import (GLOBALS, HISTORY, LOOPS, OUTPUTS, REFERENCE, REQUEST, build_state_schema,
+                                              merge_values)
 from canvas2graph.runtime.graph.turn import finish_after
 
 # LangGraph is imported where it is used: exports and `canvas2graph compile` read `concurrency` without it
@@ -41,6 +42,7 @@ ITEM_KEY = "#"                       # LOOPS[iteration]["#3"]: what item 3 colle
 ITEM_ONLY = "item_only"              # LOOPS[iteration][ITEM_ONLY]: an item graph's pass, which collects nothing
 # the channels an item reads: the components' view of the state (canvas2graph.runtime.graph.state.build_state_schema)
 ITEM_CHANNELS = (OUTPUTS, LOOPS, GLOBALS, "history", "request", "last", REFERENCE)
+UNREAD_GLOBALS = ("sys.query", "sys.history")    # globals an item's copy leaves out unless a component names them
 
 
 def concurrency(node) -> int:
@@ -103,19 +105,53 @@ def collect_node(names: dict[str, str], cid: str) -> str:
     return COLLECT_PREFIX + names[cid]
 
 
+def item_reads(plan: Plan, container: str, items_ref) -> dict[str, Any]:
+    """What an item's copy of the state keeps (`_item_state`): `outputs`, the components whose outputs the body
+    names, its own and the Iteration's; `unread_globals`, the globals of `UNREAD_GLOBALS` and the list being
+    iterated (when it is a global) that no component names; `history`, the entries of the longest history
+    window a component reads (2 per turn)."""
+    inside = members(plan, container)
+    refs = [ref for cid in inside for _, ref in plan.nodes[cid].references()]
+    named = {ref.name for ref in refs}
+    big = set(UNREAD_GLOBALS) | ({items_ref.name} if items_ref is not None and items_ref.kind != "component" else set())
+    windows = [int(getattr(plan.nodes[cid].params, "message_history_window_size", 0) or 0) for cid in inside
+               if plan.nodes[cid].reads_history]
+    return {"outputs": {*inside, container, *(ref.name for ref in refs if ref.kind == "component")},
+            "unread_globals": big - named, "history": 2 * max(windows, default=0)}
+
+
 # --- run time ----------------------------------------------------------------------------------------
-def _item_state(state: dict, container: str, index: int) -> dict:
-    """What one item's graph starts from: the canvas's state, with the Iteration at this item."""
-    arg = {key: state[key] for key in ITEM_CHANNELS if key in state}
+def _item_state(state: dict, spec: dict, index: int, items: list | None) -> dict:
+    """What one item's graph starts from: the canvas's state, with the Iteration at this item.
+
+    LangGraph stores every `Send` with its argument, so an item's copy of the state is stored once per item, and
+    what the copy holds must not grow with the items or with the conversation, or a turn's bytes grow with the
+    square of its items. So the copy holds what the body reads (`item_reads`): the outputs of the components
+    it names and its own, the globals but `sys.query`, `sys.history` and the list being iterated unless a
+    component names them, and the history of the longest window a component of it reads. The item itself
+    rides along in the Iteration's progress, which its IterationItem reads instead of the list."""
+    arg = {key: state[key] for key in ITEM_CHANNELS if key in state and key != REQUEST}
+    container = spec["container"]
     loops = dict(arg.get(LOOPS) or {})
     loops[container] = {"idx": index, "done": False, ITEM_ONLY: True}
+    if isinstance(items, list) and index < len(items):
+        loops[container]["item"] = items[index]
     arg[LOOPS] = loops
+    arg[OUTPUTS] = {cid: values for cid, values in (arg.get(OUTPUTS) or {}).items() if cid in spec["outputs"]}
+    if GLOBALS in arg:
+        arg[GLOBALS] = {k: v for k, v in (arg[GLOBALS] or {}).items() if k not in spec["unread_globals"]}
+    if HISTORY in arg:
+        window = spec["history"]
+        arg[HISTORY] = list(arg[HISTORY] or [])[-window:] if window else []
     return arg
 
 
-def _wave(state: dict, container: str, items: str, start: int, stop: int) -> list:
+def _wave(state: dict, spec: dict, start: int, stop: int) -> list:
     from langgraph.types import Send
-    return [Send(items, _item_state(state, container, i)) for i in range(start, stop)]
+
+    from canvas2graph.runtime.graph.values import resolve
+    items = resolve(state, spec["items_ref"])
+    return [Send(spec["items_node"], _item_state(state, spec, i, items)) for i in range(start, stop)]
 
 
 def _with(state: dict, update: dict) -> dict:
@@ -125,12 +161,12 @@ def _with(state: dict, update: dict) -> dict:
         if update.get(key):
             merged = dict(view.get(key) or {})
             for cid, values in update[key].items():
-                merged[cid] = {**(merged.get(cid) or {}), **values}
+                merged[cid] = merge_values(merged.get(cid), values)
             view[key] = merged
     return view
 
 
-async def _enter(node, state: dict, runtime, *, timeout: float | None, items: str, collect: str, limit: int) -> Any:
+async def _enter(node, state: dict, runtime, *, spec: dict, timeout: float | None, collect: str, limit: int) -> Any:
     """The Iteration's step: resolve the items (the component's own run) and send the first wave."""
     from langgraph.types import Command
 
@@ -141,7 +177,7 @@ async def _enter(node, state: dict, runtime, *, timeout: float | None, items: st
     update[LOOPS] = {node.id: {"idx": first, "count": count, "done": False, "max_concurrency": limit}}
     if count == 0:
         return Command(update=update, goto=collect)
-    return Command(update=update, goto=_wave(_with(state, update), node.id, items, 0, first))
+    return Command(update=update, goto=_wave(_with(state, update), spec, 0, first))
 
 
 def _item_config(config: dict) -> dict:
@@ -186,7 +222,7 @@ async def _collect(state: dict, *, spec: dict) -> Any:
     if sent < count:
         stop = min(count, sent + limit)
         return Command(update={LOOPS: {container: {"idx": stop}}},
-                       goto=_wave(state, container, spec["items_node"], sent, stop))
+                       goto=_wave(state, spec, sent, stop))
     outputs = {key: [((progress.get(f"{ITEM_KEY}{i}") or {}).get(key)) for i in range(count)] if count else None
                for key, _ in spec["collect"]}
     update: dict[str, Any] = {LOOPS: {container: {"done": True}}}
@@ -212,7 +248,8 @@ def add_parallel_iteration(graph, wiring, cid: str, limit: int) -> None:
     exits = [e.target for e in plan.edges if e.source == start and e.kind == "item" and e.label == "done"]
     spec = {"container": cid, "limit": limit, "collect": list(node.collect), "members": inside,
             "items_node": items, "collect_node": collect, "exits": exits, "names": names, "inline": wiring.inline}
-    enter = partial(_enter, node, timeout=wiring.timeout, items=items, collect=collect, limit=limit)
+    spec.update(item_reads(plan, cid, node.items_ref), items_ref=node.items_ref)
+    enter = partial(_enter, node, spec=spec, timeout=wiring.timeout, collect=collect, limit=limit)
     graph.add_node(names[cid], _dual(names[cid], enter), input_schema=wiring.input_schema(cid),
                    defer=wiring.joins(cid), destinations={items: "items", collect: "no items"},
                    retry_policy=wiring.retry_policy(cid), error_handler=wiring.error_handler(cid),

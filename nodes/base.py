@@ -64,6 +64,7 @@ class Node:
     role: str | None = None        # "container" (Iteration, Loop), "start" (their items), "exit" (ExitLoop)
     start_type: str = ""           # for containers: the component_name of their start item
     path_rank: int = 0             # its place among the components of a step in RAGFlow's path (compiler.plan)
+    reads_history: bool = False    # reads the conversation (its last `message_history_window_size` turns)
 
     def __init__(self, entry: "ComponentEntry", params: Params, canvas: "CanvasInfo"):
         self.id = entry.id

@@ -79,6 +79,7 @@ def system_prompt(categories: dict[str, dict[str, Any]]) -> str:
 
 @register("Categorize", CategorizeParams, outputs=lambda p: {"category_name", "_next"}, routes=True)
 class Categorize(Node):
+    reads_history = True
     def prepare(self) -> None:
         self.query_ref = bare_or_braced_ref(self.params.query)
         if self.query_ref is None:

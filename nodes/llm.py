@@ -370,6 +370,8 @@ async def complete(llm_id: str, component_id: str, messages: list[dict[str, str]
 
 @register("LLM", LLMParams, outputs=lambda p: {"content", "structured"})
 class LLM(Node):
+    reads_history = True
+
     def prepare(self) -> None:
         self.sys_template: Template = self.text_template(self.params.sys_prompt or "")
         self.prompt_templates: list[tuple[str, Template]] = [

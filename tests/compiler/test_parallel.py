@@ -216,6 +216,20 @@ async def test_a_loop_inside_a_parallel_item_restarts_its_variables_for_every_it
     assert len(finished(events, "Loop:L")) == 3
 
 
+async def test_an_item_reads_the_query_other_components_and_the_conversation_it_names():
+    """An item's copy of the state keeps what its components read (compiler/parallel.py, `_item_state`)."""
+    source = iteration({"LLM:Each": llm(prompt="{sys.query} | {begin@topic} | {StringTransform:Split@result} | "
+                                               "{IterationItem:S@item}")}, concurrency=2,
+                       after="{Iteration:I@out} {sys.history}")
+    source["components"]["begin"]["obj"]["params"]["inputs"] = {"topic": {"type": "line", "name": "Topic"}}
+    events, outcome = await run(source, "a,b", replies=["x", "y"], inputs={"topic": "fruit"})
+    assert outcome.status == "finished"
+    assert [f["inputs"] for f in finished(events, "LLM:Each")] == [
+        {"sys.query": "a,b", "begin@topic": "fruit", "StringTransform:Split@result": ["a", "b"],
+         "IterationItem:S@item": item} for item in ("a", "b")]
+    assert finished(events, "Iteration:I")[0]["outputs"]["out"] == ["x", "y"]
+
+
 async def test_a_parallel_iteration_inside_a_parallel_item():
     body = {
         "StringTransform:Inner": cpn("StringTransform", {"method": "split", "split_ref": "IterationItem:S@item",
