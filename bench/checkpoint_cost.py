@@ -79,7 +79,7 @@ async def stored_bytes(saver, thread_id: str) -> int | None:
                         "SELECT sum(length(value)) FROM writes WHERE thread_id = ?"):
                 total += saver.conn.execute(sql, (thread_id,)).fetchone()[0] or 0
             return total
-        if type(saver).__name__ == "AsyncPostgresSaver":
+        if any(cls.__name__ == "AsyncPostgresSaver" for cls in type(saver).__mro__):
             total = 0
             async with saver.conn.cursor() as cur:
                 for sql in ("SELECT sum(pg_column_size(checkpoint) + pg_column_size(metadata)) FROM checkpoints "

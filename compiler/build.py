@@ -108,6 +108,10 @@ def _after_start(start: dict, update: dict) -> dict:
     for key, reduce in _RESET.items():
         if key in update:                   # written afresh, not merged into the last turn's values
             merged[key] = overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
+        elif key in merged and merged[key] is None:
+            # an overwrite, not the reducer's None: LangGraph then stores the (empty) value at this step, so
+            # rebuilding the channel later reads back to the start of the turn at most (runtime/graph/delta.py)
+            merged[key] = overwrite(reduce(None, None))
     return merged
 
 

@@ -20,8 +20,8 @@ async def open_checkpointer(url: str | None) -> AsyncIterator[BaseCheckpointSave
         yield InMemorySaver()
         return
     if is_postgres(url):
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        async with AsyncPostgresSaver.from_conn_string(url) as saver:
+        from canvas2graph.runtime.run.postgres_saver import CanvasPostgresSaver
+        async with CanvasPostgresSaver.from_conn_string(url) as saver:
             await saver.setup()
             yield saver
         return

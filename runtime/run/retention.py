@@ -67,7 +67,7 @@ def _kind(saver) -> str | None:
     from canvas2graph.runtime.run.sqlite_blobs import ChannelBlobSqliteSaver
     if isinstance(saver, ChannelBlobSqliteSaver):
         return "sqlite"
-    if type(saver).__name__ == "AsyncPostgresSaver":
+    if any(cls.__name__ == "AsyncPostgresSaver" for cls in type(saver).__mro__):
         return "postgres"
     return None
 

@@ -34,23 +34,15 @@ nearest snapshot and the writes after it. `SqliteSaver.get_delta_channel_history
 the checkpoint rows only; `get_delta_channel_history` here looks in the blob table too (and in the rows
 of the old kind), with LangGraph's own queries and helpers for the walk and the writes.
 
-Snapshots are read at the start of every turn of a conversation (its history and globals, rebuilt from the
-last snapshot), and decoding one costs what the conversation holds: about 1.4 ms per turn at 1,000 turns.
-A blob row never changes once written (its key names the channel's version), so the saver keeps the values
-of the largest ones it decoded last (`SnapshotCache`, `CACHE_BYTES` of stored bytes, least recently used
-first out): the turns of an active conversation decode its history once per snapshot, not once per turn.
-Decoded, a value takes 5 to 20 times its compressed bytes (measured on a 1,000-turn conversation), so the
-cache holds at most about 40 MB, and nothing of a session that has been idle while others ran.
-Cached values are shared, as a channel's value is between LangGraph's steps: nothing may change them in
-place (canvas2graph's reducers copy a list or dict before they add to it).
+Snapshots are read at the start of every turn of a conversation; the saver keeps the values of the largest
+blob rows it read or wrote last decoded (runtime/run/snapshot_cache.py, `CACHE_BYTES` of stored bytes; decoded,
+a value takes 5 to 20 times its compressed bytes, so at most about 40 MB).
 
 Files written by this saver need it to be read: LangGraph's own `SqliteSaver` would see empty states.
 """
 from __future__ import annotations
 
-import threading
 import zlib
-from collections import OrderedDict
 from typing import Any, Iterator, Optional
 
 from langchain_core.runnables import RunnableConfig
@@ -61,7 +53,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (DELTA_STAGE1_SQL, build_delta_channels_writes_history,
                                                 build_delta_stage2_sql)
 
+from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
+
 COMPRESS_FROM = 512      # bytes: larger values and checkpoint rows are stored zlib-compressed
+CACHE_BYTES = 2_000_000  # stored (compressed) bytes of values the saver keeps decoded: up to ~40 MB in memory
 ZLIB = "+zlib"
 BLOBS_TABLE = "checkpoint_blobs"
 EMPTY = "empty"          # a channel that has a version and no value (as PostgresSaver marks it; rows before LAYOUT)
@@ -85,49 +80,6 @@ CREATE TABLE IF NOT EXISTS writes (
     type TEXT, value BLOB,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)) WITHOUT ROWID;
 """
-
-
-CACHE_BYTES = 2_000_000      # stored (compressed) bytes of values SnapshotCache keeps per saver: up to ~40 MB decoded
-CACHE_FROM = 4096            # stored bytes: smaller values decode faster than they are worth keeping
-
-
-class SnapshotCache:
-    """Decoded blob values by (thread, namespace, channel, version), the least recently used dropped first once
-    their stored bytes pass `limit` (module doc)."""
-
-    def __init__(self, limit: int = CACHE_BYTES):
-        self.limit, self.size = limit, 0
-        self.values: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def load(self, key: tuple, type_: str, blob: bytes | None, serde) -> Any:
-        """The value of a blob row: from the cache, else decoded (and kept when it is large)."""
-        size = len(blob or b"")
-        if size < CACHE_FROM:
-            return serde.loads_typed((type_, blob))
-        with self.lock:
-            if key in self.values:
-                self.values.move_to_end(key)
-                return self.values[key][0]
-        value = serde.loads_typed((type_, blob))
-        self.keep(key, value, size)
-        return value
-
-    def keep(self, key: tuple, value: Any, size: int) -> None:
-        """Keep a value (of `size` stored bytes) as the blob row `key` holds it."""
-        if size < CACHE_FROM:
-            return
-        with self.lock:
-            if key not in self.values:
-                self.values[key] = (value, size)
-                self.size += size
-                while self.size > self.limit and self.values:
-                    self.size -= self.values.popitem(last=False)[1][1]
-
-    def forget(self, thread_id: str) -> None:
-        with self.lock:
-            for key in [k for k in self.values if k[0] == thread_id]:
-                self.size -= self.values.pop(key)[1]
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -156,7 +108,7 @@ class ChannelBlobSqliteSaver(SqliteSaver):
     @property
     def cache(self) -> SnapshotCache:
         if not hasattr(self, "_cache"):
-            self._cache = SnapshotCache()
+            self._cache = SnapshotCache(CACHE_BYTES)
         return self._cache
 
     def setup(self) -> None:

@@ -97,11 +97,11 @@ async def open_store(url: str) -> AsyncIterator[Store]:
     if not url or url == ":memory:":
         raise StoreError("the server needs a database that outlives it: a SQLite file or a postgresql:// URL")
     if is_postgres(url):
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from canvas2graph.runtime.run.postgres_saver import CanvasPostgresSaver
         db = PostgresTables(url)
         await db.open()
         try:
-            saver = AsyncPostgresSaver(conn=db.pool)
+            saver = CanvasPostgresSaver(conn=db.pool)
             await db.setup(SCHEMA, saver, ADDED_COLUMNS)
             yield Store(db, saver, url)
         finally:
