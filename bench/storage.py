@@ -1,6 +1,6 @@
 """What a session costs to keep: bytes stored per conversation, on SQLite and PostgreSQL, beside RAGFlow.
 
-    python -m bench.storage                   # the full run (1,000 turns, 10,000 items): about 10 min on 2 cores
+    python -m bench.storage                   # the full run (1,000 turns, 10,000 items): about 2.5 min on 2 cores
     python -m bench.storage --quick           # 100 turns, 1,000 items: a smoke run (targets at 1,000 not judged)
     python -m bench.storage --json out.json   # also write every figure
     python -m bench.storage --stores sqlite   # leave PostgreSQL out (it is $CANVAS2GRAPH_BENCH_PG)
