@@ -59,6 +59,20 @@ class CanvasPostgresSaver(AsyncPostgresSaver):
                                 value, size)
         return saved
 
+    async def _load_checkpoint_tuple(self, value: Any) -> Any:
+        """LangGraph's, with the checkpoint's blobs decoded through the cache: listing a session (the trace,
+        retention) reads the same history snapshot for every checkpoint until the next one."""
+        versions = (value["checkpoint"].get("channel_versions") or {}) if value["channel_values"] else {}
+        loaded = {}
+        for key, type_, blob in value["channel_values"] or []:
+            channel, kind = key.decode(), type_.decode()
+            if kind != "empty":
+                loaded[channel] = self.cache.load((value["thread_id"], value["checkpoint_ns"], channel,
+                                                   str(versions.get(channel))), kind, blob, self.serde)
+        found = await super()._load_checkpoint_tuple({**value, "channel_values": []})
+        found.checkpoint["channel_values"].update(loaded)
+        return found
+
     async def adelete_thread(self, thread_id: str) -> None:
         self.cache.forget(str(thread_id))
         await super().adelete_thread(thread_id)

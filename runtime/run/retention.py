@@ -101,6 +101,21 @@ async def compacted_turns(saver, thread_id: str) -> list[dict]:
     return []
 
 
+async def _compacted_count(saver, kind: str, thread_id: str) -> int:
+    """How many of the thread's turns are compacted already."""
+    if kind == "sqlite":
+        with saver.lock:
+            if not _sqlite_has_table(saver):
+                return 0
+            return int(saver.conn.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE thread_id = ?", (str(thread_id),)).fetchone()[0])
+    async with saver._cursor() as cur:
+        await cur.execute("SELECT to_regclass(%s) AS t", (TABLE,))
+        if (await cur.fetchone())["t"] is None:
+            return 0
+        await cur.execute(f"SELECT COUNT(*) AS n FROM {TABLE} WHERE thread_id = %s", (str(thread_id),))
+        return int((await cur.fetchone())["n"])
+
+
 def _sqlite_has_table(saver) -> bool:
     return saver.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
 
@@ -136,9 +151,9 @@ async def compact(graph, thread_id: str, keep: int | None = None, *, every: int 
     cut = starts[-keep]                      # the first checkpoint of the oldest kept turn
     root = chain[cut - 1]                    # the last of the newest compacted turn: the thread's new first
     turns = _build(canvas_of(graph), chain[:cut], history)
-    earlier = await compacted_turns(saver, thread_id)
+    earlier = await _compacted_count(saver, kind, thread_id)      # (their traces are not read: only counted)
     for i, turn in enumerate(turns):
-        turn["turn"] = len(earlier) + i + 1
+        turn["turn"] = earlier + i + 1
         turn.pop("fork_of", None)
         turn["compacted"] = True
     root_id = root.config["configurable"]["checkpoint_id"]
@@ -148,7 +163,7 @@ async def compact(graph, thread_id: str, keep: int | None = None, *, every: int 
     versions = saved.checkpoint.get("channel_versions") or {}
     values = (await graph.aget_state(root.config)).values         # the conversation at the new first step
     snapshots = {ch: values[ch] for ch in DELTA_CHANNELS if ch in versions and ch in values}
-    start = len(earlier) + 1
+    start = earlier + 1
     if kind == "sqlite":
         _compact_sqlite(saver, thread_id, root_id, drop, versions, snapshots, turns, start)
     else:
