@@ -6,6 +6,11 @@ component was measured: LangGraph scans every channel at every step, which cost 
 a 50-component canvas.) Other channels hold the globals (`sys.*`, `env.*`), the conversation
 history, the request of the current turn and the last component that ran.
 
+The outputs, loops, last component, globals and history are stored as each step's writes (LangGraph
+`DeltaChannel`s, runtime/graph/delta.py): a step stores what it adds. A list that grows (the history,
+`sys.history`, an Iteration's collected outputs) takes `appended` writes, so a turn or a pass stores its new
+entries, not the list again.
+
 Nodes address other components' outputs in `Result.writes` with `channel(component_id)` keys;
 `Node.__call__` folds them into the `outputs` update.
 
