@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
-from canvas2graph.runtime.graph.state import (GLOBALS, HISTORY, LOOPS, OUTPUTS, REFERENCE, REQUEST, build_state_schema,
+from canvas2graph.runtime.graph.state import (GLOBALS, HISTORY, LAST, LOOPS, OUTPUTS, REFERENCE, build_state_schema,
                                               merge_values)
 from canvas2graph.runtime.graph.turn import finish_after
 
@@ -41,7 +41,8 @@ DURABILITY_KEY = "__pregel_durability"   # where LangGraph 1.2 passes a run's du
 ITEM_KEY = "#"                       # LOOPS[iteration]["#3"]: what item 3 collected
 ITEM_ONLY = "item_only"              # LOOPS[iteration][ITEM_ONLY]: an item graph's pass, which collects nothing
 # the channels an item reads: the components' view of the state (canvas2graph.runtime.graph.state.build_state_schema)
-ITEM_CHANNELS = (OUTPUTS, LOOPS, GLOBALS, "history", "request", "last", REFERENCE)
+# without the turn's request, which only Begin and the end of the turn read
+ITEM_CHANNELS = (OUTPUTS, LOOPS, GLOBALS, HISTORY, LAST, REFERENCE)
 UNREAD_GLOBALS = ("sys.query", "sys.history")    # globals an item's copy leaves out unless a component names them
 
 
@@ -130,7 +131,7 @@ def _item_state(state: dict, spec: dict, index: int, items: list | None) -> dict
     it names and its own, the globals but `sys.query`, `sys.history` and the list being iterated unless a
     component names them, and the history of the longest window a component of it reads. The item itself
     rides along in the Iteration's progress, which its IterationItem reads instead of the list."""
-    arg = {key: state[key] for key in ITEM_CHANNELS if key in state and key != REQUEST}
+    arg = {key: state[key] for key in ITEM_CHANNELS if key in state}
     container = spec["container"]
     loops = dict(arg.get(LOOPS) or {})
     loops[container] = {"idx": index, "done": False, ITEM_ONLY: True}

@@ -121,6 +121,20 @@ async def run_turn(saver, dsl: dict, session: str, replies: list, **request) -> 
     return [e async for e in runner.run_turn(session, TurnRequest(**request))]
 
 
+def killed_at(tmp_path: Path, dsl: dict, db: str, session: str, server: "ModelServer", key: str, env: dict,
+              query: str) -> str:
+    """A `canvas2graph run` turn SIGKILLed once the model call for `key` has reached `server`; its stdout."""
+    proc = subprocess.Popen(cli_args(tmp_path, dsl, db, session, query=query), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.arrived[key].wait(30), f"the request for {key!r} never reached the server"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return out
+
+
 class ModelServer(OpenAIServer):
     """A local OpenAI-compatible server. It answers a prompt containing a key of `replies` with that
     reply, records which key each request had, and holds the reply of the `hold` key part-way until
@@ -210,14 +224,7 @@ async def test_a_turn_killed_mid_step_resumes_in_another_process_without_repeati
     server = ModelServer({"Step A": "Alpha answer.", "Step B": "Bravo short."}, hold="Step B")
     env = {**os.environ, "OPENAI_API_COMPATIBLE_BASE_URL": server.url}
     try:
-        proc = subprocess.Popen(cli_args(tmp_path, CHAIN_DSL, durable_url, session, query="go"), cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            assert server.arrived["Step B"].wait(30), "LLM:B's request never reached the server"
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == -signal.SIGKILL
+        out = killed_at(tmp_path, CHAIN_DSL, durable_url, session, server, "Step B", env, query="go")
         killed = [json.loads(line) for line in out.splitlines()]
         assert "node_finished:LLM:A" in names(killed) and "workflow_finished" not in names(killed)
 

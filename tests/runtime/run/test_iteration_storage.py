@@ -8,8 +8,6 @@ import copy
 import json
 import os
 import secrets
-import signal
-import subprocess
 
 import pytest
 
@@ -17,8 +15,8 @@ from bench.storage import session_bytes
 from canvas2graph.runtime.run.checkpoint import open_checkpointer
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
-from tests.runtime.run.test_durable_sessions import (REPO, ModelServer, cli_args, events_of, finished, run_cli,
-                                                     run_turn, session_state)
+from tests.runtime.run.test_durable_sessions import (ModelServer, events_of, finished, killed_at, run_cli, run_turn,
+                                                     session_state)
 
 # begin -> Split (the query by commas) -> Iteration over the parts { IterationItem -> LLM } -> Message
 ITERATION_DSL = {"components": {
@@ -78,14 +76,7 @@ async def test_an_iteration_killed_mid_pass_resumes_with_every_item_collected_on
     server = ModelServer(replies, hold="cherry")
     env = {**os.environ, "OPENAI_API_COMPATIBLE_BASE_URL": server.url}
     try:
-        proc = subprocess.Popen(cli_args(tmp_path, ITERATION_DSL, durable_url, session, query=",".join(fruits)),
-                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            assert server.arrived["cherry"].wait(30), "the third item's request never reached the server"
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=30)
-        assert proc.returncode == -signal.SIGKILL
+        killed_at(tmp_path, ITERATION_DSL, durable_url, session, server, "cherry", env, query=",".join(fruits))
         server.hold = None
         again = run_cli(tmp_path, ITERATION_DSL, durable_url, session, env=env)
     finally:
