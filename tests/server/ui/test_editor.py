@@ -25,6 +25,20 @@ def press(b, name: str) -> None:
     b.page.keyboard.press("Enter")
 
 
+def drag(b, box, dy: int, grip: tuple[int, int] = (30, 15)) -> None:
+    """Drag a box `dy` pixels down by the mouse, and wait until the editor has checked the moved DSL
+    (its `POST /graphs/compile`, 350 ms after the last change). Only then does the page take the next key:
+    React Flow's drag (d3-drag) swallows every click until a zero-delay timer after the mouse is released,
+    and on a busy machine a keyboard press can come first (CI lost a Save pressed at once, 1 run in 5)."""
+    start = box.bounding_box()
+    x, y = start["x"] + grip[0], start["y"] + grip[1]
+    with b.page.expect_response(lambda r: r.request.method == "POST" and r.url.endswith("/graphs/compile")):
+        b.page.mouse.move(x, y)
+        b.page.mouse.down()
+        b.page.mouse.move(x, y + dy, steps=8)
+        b.page.mouse.up()
+
+
 def save_version(b) -> None:
     """Press "Save as a new version" and wait for the API's reply to that save (the notice of an earlier
     save may still be on the page)."""
@@ -32,6 +46,8 @@ def save_version(b) -> None:
         press(b, "Save as a new version")
     assert reply.value.ok
     expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
+    # the keyboard's place survives the save: the button is only aria-disabled while it runs
+    expect(b.page.get_by_role("button", name="Save as a new version", exact=True)).to_be_focused()
 
 
 def fresh_editor(browsing, token: str, width: int = 1280):
@@ -97,10 +113,7 @@ def test_moving_undo_redo_delete_and_save_a_new_version(browsing, ui_server, ali
     llm = node(b, "LLM:A")
     expect(llm).to_be_visible()
     before = llm.bounding_box()
-    b.page.mouse.move(before["x"] + 60, before["y"] + 20)
-    b.page.mouse.down()
-    b.page.mouse.move(before["x"] + 60, before["y"] + 140, steps=8)
-    b.page.mouse.up()
+    drag(b, llm, 120, grip=(60, 20))
     moved = llm.bounding_box()
     assert moved["y"] > before["y"] + 60
     press(b, "Undo")
@@ -266,11 +279,7 @@ def test_a_ragflow_templates_graph_survives_a_round_trip(browsing, ui_server, al
     assert saved["graph"] == dsl["graph"]
     assert saved["components"] == dsl["components"]
     # move begin: only its position changes
-    box = node(b, "begin").bounding_box()
-    b.page.mouse.move(box["x"] + 30, box["y"] + 15)
-    b.page.mouse.down()
-    b.page.mouse.move(box["x"] + 30, box["y"] + 95, steps=6)
-    b.page.mouse.up()
+    drag(b, node(b, "begin"), 80)
     expect(b.page.get_by_role("button", name="Undo")).to_be_enabled()        # the move is in the DSL
     save_version(b)
     moved = alice.ok("GET", f"/agents/{agent_id}")["dsl"]["graph"]

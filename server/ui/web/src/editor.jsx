@@ -168,6 +168,7 @@ function Editor({ agent, schemas }) {
   const routesFor = id => routesOf(components[id], ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === id));
 
   async function save() {
+    if (saving) return;
     if (!agent && !title.trim()) { document.getElementById('editor-title').focus(); return; }
     setSaving(true);
     try { await saveAgent(agent, title, dsl); } catch (e) { notify(e.message, 'error'); } finally { setSaving(false); }
@@ -274,7 +275,8 @@ function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict })
       <input id="editor-title" type="text" value={title} onChange={e => setTitle(e.target.value)} required={!agent} />
       <button type="button" onClick={history.undo} disabled={!history.canUndo}>Undo</button>
       <button type="button" onClick={history.redo} disabled={!history.canRedo}>Redo</button>
-      <button type="button" className="primary" onClick={onSave} disabled={saving}>{agent ? 'Save as a new version' : 'Save agent'}</button>
+      {/* aria-disabled, not disabled, while saving: a disabled button drops the keyboard focus to the page */}
+      <button type="button" className="primary" onClick={onSave} aria-disabled={saving}>{agent ? 'Save as a new version' : 'Save agent'}</button>
       <span className={`check-state ${errors ? 'error' : 'ok'}`} role="status">
         {verdict.checking ? 'Checking…' : errors ? `${errors} error${errors > 1 ? 's' : ''}` : 'Compiles'}
       </span>
