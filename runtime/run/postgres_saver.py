@@ -23,6 +23,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.postgres.base import _DELTA_PAGE_SIZE, _build_delta_stage1_sql
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from canvas2graph.runtime.run.retention import TABLE as COMPACTED
 from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
 
 # LangGraph's stage 2, with the writes of a chain read checkpoint by checkpoint: its `checkpoint_id = ANY(...)`
@@ -76,6 +77,11 @@ class CanvasPostgresSaver(AsyncPostgresSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         self.cache.forget(str(thread_id))
         await super().adelete_thread(thread_id)
+        # and the traces of its compacted turns (runtime/run/retention.py), a table made on first compaction
+        async with self._cursor() as cur:
+            await cur.execute("SELECT to_regclass(%s) IS NOT NULL AS present", (COMPACTED,))
+            if (await cur.fetchone())["present"]:
+                await cur.execute(f"DELETE FROM {COMPACTED} WHERE thread_id = %s", (str(thread_id),))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:

@@ -53,6 +53,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (DELTA_STAGE1_SQL, build_delta_channels_writes_history,
                                                 build_delta_stage2_sql)
 
+from canvas2graph.runtime.run.retention import TABLE as COMPACTED
 from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
 
 COMPRESS_FROM = 512      # bytes: larger values and checkpoint rows are stored zlib-compressed
@@ -152,6 +153,9 @@ class ChannelBlobSqliteSaver(SqliteSaver):
         super().delete_thread(thread_id)
         with self.cursor() as cur:
             cur.execute(f"DELETE FROM {BLOBS_TABLE} WHERE thread_id = ?", (str(thread_id),))
+            # and the traces of its compacted turns (runtime/run/retention.py), a table made on first compaction
+            if cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COMPACTED,)).fetchone():
+                cur.execute(f"DELETE FROM {COMPACTED} WHERE thread_id = ?", (str(thread_id),))
 
     # --- reading -------------------------------------------------------------------------------
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Any) -> dict[str, DeltaChannelHistory]:

@@ -70,6 +70,20 @@ async def test_deleting_a_session_deletes_its_compacted_turns(tmp_path, monkeypa
         assert await compacted_turns(store.checkpointer, session) == []
 
 
+async def test_langgraphs_own_delete_thread_deletes_the_compacted_turns_too(durable_url, monkeypatch):
+    """A LangGraph user deletes a thread with the checkpointer's own call, not canvas2graph's: nothing of the
+    session may stay behind, on either store."""
+    monkeypatch.setenv("CANVAS2GRAPH_KEEP_TURNS", "1")
+    session = new_session()
+    async with open_checkpointer(durable_url) as saver:
+        for n in range(3):
+            await run_turn(saver, CHAT_DSL, session, [f"Answer {n}."], query=f"q{n}")
+        assert await compacted_turns(saver, session)
+        await saver.adelete_thread(session)
+        assert await compacted_turns(saver, session) == []
+        assert await saver.aget_tuple({"configurable": {"thread_id": session}}) is None
+
+
 def test_the_number_of_turns_kept_is_checked(monkeypatch):
     monkeypatch.setenv("CANVAS2GRAPH_KEEP_TURNS", "ten")
     with pytest.raises(ValueError, match="CANVAS2GRAPH_KEEP_TURNS"):
