@@ -10,7 +10,8 @@ Two cases of `../shared/parity/cases`, driven through `Runner.run_turn` as the s
 fresh SQLite file and on PostgreSQL under a fresh session id:
 - `linear` (Begin -> LLM -> Message): one conversation of 200-character questions, scripted answers of
   about 120 characters; the session's bytes after 10, 100 and 1,000 turns, and the time of turns 10 and 1,000
-  (the median of the nine turns around each);
+  (the median of the nine turns around each; on PostgreSQL each of them starts when no autovacuum runs,
+  `autovacuum_done`);
 - `iteration` (split -> Iteration over an LLM -> Message): the bytes of one turn over 100, 1,000 and 10,000 items.
 
 Bytes stored: on SQLite the file's pages in use (`page_count - freelist_count`, after a WAL checkpoint); on
@@ -82,6 +83,22 @@ async def postgres_bytes(url: str, session: str) -> int:
         return total
 
 
+async def autovacuum_done(url: str, limit: float = 30.0) -> None:
+    """Wait (up to `limit` seconds) until no autovacuum worker runs on the database. Retention deletes a session's
+    older steps every 20 turns, and PostgreSQL's autovacuum then cleans the tables beside the next turns: on
+    2 cores, the turns it overlaps took 1.5x their time (17-25 ms against 12 at turn 1,000). That is the
+    database's upkeep, not what a turn does, so a timed turn waits for it to finish."""
+    import psycopg
+    deadline = time.monotonic() + limit
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = await (await conn.execute("SELECT count(*) FROM pg_stat_activity "
+                                            "WHERE backend_type = 'autovacuum worker'")).fetchone()
+            if not row[0]:
+                return
+            await asyncio.sleep(0.05)
+
+
 async def session_bytes(url: str, session: str) -> int:
     return await postgres_bytes(url, session) if url.startswith("postgresql://") else sqlite_bytes(url)
 
@@ -117,10 +134,14 @@ async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]
     last = max(turns + [t + 4 for t in timed])
     async with open_checkpointer(url) as saver:
         runner = _runner(_dsl("linear"), saver, ANSWER)
+        window = {k for t in timed for k in range(t - 4, t + 5)}
         for turn in range(1, last + 1):
+            if turn in window and url.startswith("postgresql://"):
+                await autovacuum_done(url)
             times[turn] = await _turn(runner, session, question(turn))
             if turn in turns:
                 sizes[turn] = await session_bytes(url, session)
+        await saver.adelete_thread(session)       # PostgreSQL is shared: leave nothing behind
     around = {t: statistics.median(times[k] for k in range(t - 4, t + 5) if k in times) for t in timed}
     return {"bytes": sizes, "turn_ms": {t: round(v * 1000, 2) for t, v in around.items()}}
 
@@ -135,6 +156,7 @@ async def iteration(url_of, items: list[int]) -> dict[int, int]:
             runner = _runner(_dsl("iteration"), saver, "Three words here.")
             await _turn(runner, session, ",".join(f"item{i}" for i in range(n)))
             out[n] = await session_bytes(url, session)
+            await saver.adelete_thread(session)
     return out
 
 
