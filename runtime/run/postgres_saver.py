@@ -25,6 +25,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from canvas2graph.runtime.run.retention import TABLE as COMPACTED
 from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
+from canvas2graph.runtime.run.versions import next_version
 
 # LangGraph's stage 2, with the writes of a chain read checkpoint by checkpoint: its `checkpoint_id = ANY(...)`
 # lets PostgreSQL scan every write of the thread instead (32 ms on a thread of 70,000 writes, for 32 ids)
@@ -47,6 +48,9 @@ class CanvasPostgresSaver(AsyncPostgresSaver):
         if not hasattr(self, "_cache"):
             self._cache = SnapshotCache(CACHE_BYTES)
         return self._cache
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return next_version(current)        # LangGraph's counter, a shorter random part (runtime/run/versions.py)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
