@@ -10,8 +10,8 @@ Two cases of `../shared/parity/cases`, driven through `Runner.run_turn` as the s
 fresh SQLite file and on PostgreSQL under a fresh session id:
 - `linear` (Begin -> LLM -> Message): one conversation of 200-character questions, scripted answers of
   about 120 characters; the session's bytes after 10, 100 and 1,000 turns, and the time of turns 10 and 1,000
-  (the median of the nine turns around each; on PostgreSQL each of them starts when no autovacuum runs,
-  `autovacuum_done`);
+  (the median of the 15 turns around each, in a process warmed up by another conversation, `warm_up`; on
+  PostgreSQL each of them starts when no autovacuum runs, `autovacuum_done`);
 - `iteration` (split -> Iteration over an LLM -> Message): the bytes of one turn over 100, 1,000 and 10,000 items.
 
 Bytes stored: on SQLite the file's pages in use (`page_count - freelist_count`, after a WAL checkpoint); on
@@ -53,6 +53,8 @@ ANSWER = ("We are open from nine to six on weekdays; returns are accepted within
           "and transfer work.")
 MB = 1_000_000
 PG_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+WARM_UP = 20             # turns of another conversation before the timed one (`warm_up`)
+AROUND = 7               # a timed turn's figure is the median of it and the 7 turns either side
 
 
 def question(turn: int) -> str:
@@ -127,14 +129,29 @@ def _runner(dsl: dict, saver, reply: str):
     return Runner(compile_dsl(dsl), saver, ModelFactory(script=script), script)
 
 
-async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]:
-    """One conversation of the `linear` case: bytes after each of `turns`, median time around each of `timed`."""
+async def warm_up(url: str) -> None:
+    """`WARM_UP` turns of another conversation, deleted after: the process's first turns pay for what a running
+    server has paid once (imports, caches, first connections), 30% more at turns 6 to 9 than at 10 to 14, which
+    would count against turn 10 and hide a growth at turn 1,000."""
     from canvas2graph.runtime.run.checkpoint import open_checkpointer
-    session, sizes, times = f"bench-{uuid.uuid4()}", {}, {}
-    last = max(turns + [t + 4 for t in timed])
+    session = f"bench-warm-{uuid.uuid4()}"
     async with open_checkpointer(url) as saver:
         runner = _runner(_dsl("linear"), saver, ANSWER)
-        window = {k for t in timed for k in range(t - 4, t + 5)}
+        for turn in range(1, WARM_UP + 1):
+            await _turn(runner, session, question(turn))
+        await saver.adelete_thread(session)
+
+
+async def linear(url: str, turns: list[int], timed: list[int], warm_url: str) -> dict[str, Any]:
+    """One conversation of the `linear` case: bytes after each of `turns`, median time of the `AROUND` turns
+    either side of each of `timed` (after `warm_up` on `warm_url`)."""
+    from canvas2graph.runtime.run.checkpoint import open_checkpointer
+    await warm_up(warm_url)
+    session, sizes, times = f"bench-{uuid.uuid4()}", {}, {}
+    last = max(turns + [t + AROUND for t in timed])
+    async with open_checkpointer(url) as saver:
+        runner = _runner(_dsl("linear"), saver, ANSWER)
+        window = {k for t in timed for k in range(t - AROUND, t + AROUND + 1)}
         for turn in range(1, last + 1):
             if turn in window and url.startswith("postgresql://"):
                 await autovacuum_done(url)
@@ -142,7 +159,7 @@ async def linear(url: str, turns: list[int], timed: list[int]) -> dict[str, Any]
             if turn in turns:
                 sizes[turn] = await session_bytes(url, session)
         await saver.adelete_thread(session)       # PostgreSQL is shared: leave nothing behind
-    around = {t: statistics.median(times[k] for k in range(t - 4, t + 5) if k in times) for t in timed}
+    around = {t: statistics.median(times[k] for k in range(t - AROUND, t + AROUND + 1) if k in times) for t in timed}
     return {"bytes": sizes, "turn_ms": {t: round(v * 1000, 2) for t, v in around.items()}}
 
 
@@ -271,7 +288,7 @@ async def measure(stores: list[str], turns: list[int], timed: list[int], items: 
             def url_of(name: str) -> str:
                 return PG_URL
         print(f"{store}: linear, {max(turns)} turns ...", file=sys.stderr, flush=True)
-        lin = await linear(url_of("linear"), turns, timed)
+        lin = await linear(url_of("linear"), turns, timed, url_of("warm-up"))
         print(f"{store}: iteration over {items} items ...", file=sys.stderr, flush=True)
         result["stores"][store] = {"linear": lin, "iteration": await iteration(url_of, items)}
     return result
