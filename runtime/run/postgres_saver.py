@@ -24,8 +24,7 @@ from langgraph.checkpoint.postgres.base import _DELTA_PAGE_SIZE, _build_delta_st
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from canvas2graph.runtime.run.retention import TABLE as COMPACTED
-from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
-from canvas2graph.runtime.run.versions import next_version
+from canvas2graph.runtime.run.saver_common import CanvasSaverMixin
 
 # LangGraph's stage 2, with the writes of a chain read checkpoint by checkpoint: its `checkpoint_id = ANY(...)`
 # lets PostgreSQL scan every write of the thread instead (32 ms on a thread of 70,000 writes, for 32 ids)
@@ -40,17 +39,10 @@ FIRST_PAGE = 64              # checkpoints: the history's snapshots are at most 
 CACHE_BYTES = 8_000_000      # bytes of snapshots as fetched (msgpack) the saver keeps decoded: up to ~40 MB in memory
 
 
-class CanvasPostgresSaver(AsyncPostgresSaver):
+class CanvasPostgresSaver(CanvasSaverMixin, AsyncPostgresSaver):
     """`AsyncPostgresSaver` with the delta-channel reads of the module doc."""
 
-    @property
-    def cache(self) -> SnapshotCache:
-        if not hasattr(self, "_cache"):
-            self._cache = SnapshotCache(CACHE_BYTES)
-        return self._cache
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        return next_version(current)        # LangGraph's counter, a shorter random part (runtime/run/versions.py)
+    CACHE_BYTES = CACHE_BYTES
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:

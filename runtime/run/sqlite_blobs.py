@@ -54,8 +54,7 @@ from langgraph.checkpoint.sqlite._delta import (DELTA_STAGE1_SQL, build_delta_ch
                                                 build_delta_stage2_sql)
 
 from canvas2graph.runtime.run.retention import TABLE as COMPACTED
-from canvas2graph.runtime.run.snapshot_cache import SnapshotCache
-from canvas2graph.runtime.run.versions import next_version
+from canvas2graph.runtime.run.saver_common import CanvasSaverMixin
 
 COMPRESS_FROM = 512      # bytes: larger values and checkpoint rows are stored zlib-compressed
 CACHE_BYTES = 2_000_000  # stored (compressed) bytes of values the saver keeps decoded: up to ~40 MB in memory
@@ -104,17 +103,10 @@ class CompressingSerializer(JsonPlusSerializer):
         return super().loads_typed(data)
 
 
-class ChannelBlobSqliteSaver(SqliteSaver):
+class ChannelBlobSqliteSaver(CanvasSaverMixin, SqliteSaver):
     """`SqliteSaver` keeping channel values in a blob table, one row per channel version (module doc)."""
 
-    @property
-    def cache(self) -> SnapshotCache:
-        if not hasattr(self, "_cache"):
-            self._cache = SnapshotCache(CACHE_BYTES)
-        return self._cache
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        return next_version(current)        # LangGraph's counter, a shorter random part (runtime/run/versions.py)
+    CACHE_BYTES = CACHE_BYTES
 
     def setup(self) -> None:
         if self.is_setup:
