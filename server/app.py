@@ -6,9 +6,10 @@ import gc
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-from canvas2graph.server.backend.conversations import Conversations
+from canvas2graph.server.backend.jobs.process import open_jobs
 from canvas2graph.server.backend.store import open_store
 from canvas2graph.runtime.services.observability import flush as flush_traces
 from canvas2graph.server.compiling import CompileWorkers
@@ -17,8 +18,8 @@ from canvas2graph.server.errors import install_error_handlers
 from canvas2graph.server.middleware import BodyLimit
 from canvas2graph.server.backend.webhook_runs import WebhookRuns
 from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
-                           recordings, templates, traces, versions, webhooks)
-from canvas2graph.server.protocols import a2a_server, langgraph_api, mcp_server
+                           recordings, schedules, templates, traces, versions, webhooks)
+from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, mcp_server
 from canvas2graph.server.services import RunServices
 from canvas2graph.server import ui
 from canvas2graph.server.uploads import UploadPolicy
@@ -52,7 +53,7 @@ def start_expiry(store, conversations, ttl: float | None) -> asyncio.Task | None
     from canvas2graph.runtime.run.lifecycle import expire_sessions
     # uvicorn's own logger: the one a server's log shows at its --log-level
     logging.getLogger("uvicorn.error").info("sessions idle for %g s or more are deleted (--session-ttl)", ttl)
-    return asyncio.create_task(expire_sessions(store, ttl, running=lambda: list(conversations.turns)),
+    return asyncio.create_task(expire_sessions(store, ttl, running=conversations.running_sessions),
                                name="session-expiry")
 
 
@@ -70,14 +71,18 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
         try:
             await compilers.start()
             app.state.compilers = compilers
-            async with open_store(config.db) as store:
-                async with Conversations(store, model_source, run_services, busy_wait=config.busy_wait) as conversations:
+            async with open_store(config.db, pool_size=config.pool_size) as store:
+                async with open_jobs(store, model_source, run_services, workers=config.workers,
+                                     policy=config.double_texting) as jobs:
+                    conversations = jobs.conversations
                     app.state.store = store
+                    app.state.jobs = jobs
                     app.state.conversations = conversations
                     # stopped before the conversations: background webhook runs stay `running`, to resume
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
                         expiry = start_expiry(store, conversations, config.session_ttl)
+                        jobs.start_worker()
                         try:
                             async with run_mcp():     # MCP sessions end before the turns they run
                                 tune_gc()
@@ -85,6 +90,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                         finally:
                             if expiry is not None:
                                 expiry.cancel()
+                            await jobs.stop_worker()
         finally:
             await compilers.close()
             await run_services.aclose()
@@ -98,6 +104,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(files.router)
     app.include_router(builder.router)
     app.include_router(versions.router)
+    app.include_router(schedules.router)
     app.include_router(webhooks.router)
     app.include_router(traces.router)          # before agents: /agents/rerun is no agent id
     app.include_router(recordings.router)
@@ -111,6 +118,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
     a2a_server.install(app)
     langgraph_api.install(app)
+    langgraph_crons.install(app)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
@@ -121,6 +129,17 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")
     async def health():
         return {"code": 0, "data": {"status": "ok"}}
+
+    @app.get("/ready", tags=["server"], summary="Readiness: 200 while the database answers (for a load balancer)")
+    async def ready(request: Request):
+        jobs = request.app.state.jobs
+        try:
+            await jobs.store.db.fetchall("SELECT 1 AS one", ())
+            workers = await jobs.engine.workers_alive()
+        except Exception as e:          # noqa: BLE001 - the database is away: take no requests meanwhile
+            return JSONResponse({"code": 503, "message": f"the database does not answer ({type(e).__name__})"},
+                                status_code=503)
+        return {"code": 0, "data": {"status": "ok", "turn_slots": jobs.workers, "workers_alive": workers}}
 
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app

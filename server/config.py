@@ -16,7 +16,9 @@ class ServerConfig:
     allow_local_code: bool = False            # CodeExec may run code on this machine only when set
     allow_browser: bool = False               # the Browser component may drive Chromium only when set
     max_body_bytes: int = DEFAULT_MAX_BODY
-    busy_wait: float = 30.0                   # seconds a request waits for its session's running turn to end
+    workers: int = 256                        # turn slots this process runs (0: the API only; turns run in workers)
+    double_texting: str = "enqueue"           # a message to a busy session: "enqueue" (after the running turn) or "reject"
+    pool_size: int = 8                        # PostgreSQL connections this process keeps (docs/deploy.md)
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
     default_llm: str | None = None            # model@Factory for components stored with an empty llm_id

@@ -100,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
 
     add_dsl_commands(sub)
     add_serve_command(sub)
+    add_worker_command(sub)
     add_tokens_command(sub)
     add_agent_test_commands(sub)
     add_templates_command(sub)
@@ -160,12 +161,8 @@ def add_dsl_commands(sub) -> None:
     g.set_defaults(func="canvas2graph.cli.langgraph_server:cmd_langgraph")
 
 
-def add_serve_command(sub) -> None:
-    """`serve`: the HTTP API, its stores and its limits."""
-    s = sub.add_parser("serve", help="serve the HTTP API (RAGFlow-compatible agent routes, compile-and-run)")
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    s.add_argument("--port", type=int, default=9380, help="port to listen on (default %(default)s, RAGFlow's)")
-    add_db(s, "agents, sessions, tokens and checkpoints: a SQLite file or a postgresql:// URL (several servers can share it)")
+def add_run_service_options(s: argparse.ArgumentParser) -> None:
+    """What runs turns needs, the same for `serve` and `worker`: models, retrieval, MCP, code, files."""
     s.add_argument("--llm-script", default=os.environ.get("CANVAS2GRAPH_LLM_SCRIPT"),
                    help="testing aid: every model answers from this script, a fresh copy per turn "
                         "(default $CANVAS2GRAPH_LLM_SCRIPT)")
@@ -178,17 +175,35 @@ def add_serve_command(sub) -> None:
                    help="let CodeExec run scripts on this machine, in the bubblewrap sandbox (refused unless set)")
     s.add_argument("--allow-browser", action="store_true",
                    help="let the Browser component drive Chromium on this machine (refused unless set)")
-    s.add_argument("--max-body-mb", type=float, default=16.0,
-                   help="largest request body accepted, uploads included (default 16)")
     s.add_argument("--files-dir", default=os.environ.get("CANVAS2GRAPH_FILES_DIR") or None,
                    help="the run file store: uploads, and files runs download (default $CANVAS2GRAPH_FILES_DIR, "
                         "else ~/.canvas2graph/files)")
+    s.add_argument("--pool-size", type=int, default=8,
+                   help="PostgreSQL connections this process keeps, at most (default %(default)s; docs/deploy.md "
+                        "sizes them against max_connections)")
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="log level (default %(default)s)")
+
+
+def add_serve_command(sub) -> None:
+    """`serve`: the HTTP API, its stores and its limits, and (unless `--workers 0`) turn slots of its own."""
+    s = sub.add_parser("serve", help="serve the HTTP API (RAGFlow-compatible agent routes, compile-and-run)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    s.add_argument("--port", type=int, default=9380, help="port to listen on (default %(default)s, RAGFlow's)")
+    add_db(s, "agents, sessions, tokens and checkpoints: a SQLite file or a postgresql:// URL (several servers can share it)")
+    add_run_service_options(s)
+    s.add_argument("--workers", type=int, default=256, metavar="N",
+                   help="turns this process runs at once, as a worker of its own (default %(default)s); 0 serves "
+                        "the API only and leaves the turns to `canvas2graph worker` processes (PostgreSQL)")
+    s.add_argument("--double-texting", choices=["enqueue", "reject"], default="enqueue",
+                   help="a message to a session that is running a turn: answered after it, in arrival order "
+                        "(enqueue, the default), or refused at once with code 106 (reject)")
+    s.add_argument("--max-body-mb", type=float, default=16.0,
+                   help="largest request body accepted, uploads included (default 16)")
     s.add_argument("--upload-limits", default=os.environ.get("CANVAS2GRAPH_UPLOAD_LIMITS") or None,
                    help="TOML file of upload limits per tenant: file size, files per request, types, stored "
                         "files and bytes (default $CANVAS2GRAPH_UPLOAD_LIMITS; see docs/files.md)")
-    s.add_argument("--busy-wait", type=float, default=30.0,
-                   help="seconds a request waits for its session's running turn to end before it is refused "
-                        "(default 30)")
+    s.add_argument("--busy-wait", type=float, default=None, help=argparse.SUPPRESS)      # before --double-texting
     s.add_argument("--compile-timeout", type=float, default=10.0,
                    help="seconds one request's DSL may take to compile, in a worker process (default %(default)s)")
     s.add_argument("--compile-memory-mb", type=int, default=1024,
@@ -197,9 +212,22 @@ def add_serve_command(sub) -> None:
                    help="worker processes compiling requests' DSLs side by side (default %(default)s)")
     s.add_argument("--session-ttl", metavar="DURATION", default=None,
                    help="delete sessions idle this long (30d, 12h, ...; runtime/run/lifecycle.py); off by default")
-    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
-                   help="server log level (default %(default)s)")
     s.set_defaults(func="canvas2graph.cli.serve:cmd_serve")
+
+
+def add_worker_command(sub) -> None:
+    """`worker`: runs the turns API processes queue, on the PostgreSQL they share."""
+    w = sub.add_parser("worker", help="run turns (and schedules) queued by `serve` processes on one PostgreSQL")
+    add_db(w, "the database the API processes use: a postgresql:// URL")
+    add_run_service_options(w)
+    w.add_argument("--concurrency", type=int, default=64, metavar="N",
+                   help="turns this worker runs at once (default %(default)s)")
+    w.add_argument("--graceful-seconds", type=float, default=30.0,
+                   help="on SIGTERM, how long running turns may take to end before they go back to the queue "
+                        "for another worker (default %(default)s)")
+    w.add_argument("--health-port", type=int, default=None,
+                   help="serve GET /health and /ready on this port of 127.0.0.1 (for a process supervisor)")
+    w.set_defaults(func="canvas2graph.cli.worker:cmd_worker")
 
 
 def add_tokens_command(sub) -> None:

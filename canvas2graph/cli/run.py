@@ -98,9 +98,14 @@ async def _run(compiled, environment, session, args, inputs, printer, files=None
                 and await saver.aget_tuple({"configurable": {"thread_id": session}}) is None:
             raise UsageError(f"{args.file} is a conversational agent: give the user's message with --query \"...\" "
                              "(or answer a paused form with --session ID --inputs FILE)")
+        request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
+        interrupted = await runner.interrupted(session)
+        if interrupted is not None:
+            asked = f" ({interrupted['query']!r})" if interrupted.get("query") else ""
+            printer.note(f"session {session}: its last turn{asked} was interrupted; finishing it first"
+                         + (", then answering this one" if request.carries_message() else ""))
         interrupts = _on_ctrl_c(runner, printer)
         try:
-            request = TurnRequest(query=args.query or "", inputs=inputs, files=files)
             async for event in runner.run_turn(session, request):
                 printer.event(event)
         except TurnFailed:          # closed by the Runner; the outcome says why
@@ -145,7 +150,7 @@ class _on_ctrl_c:
         self.count += 1
         if self.count == 1:
             self.printer.note("cancelling after the running step (Ctrl-C again to stop at once)")
-            self.runner.cancel()
+            self.runner.cancel(at_once=False)
         else:
             self.task.cancel()
 

@@ -21,10 +21,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.max_body_mb <= 0:
         raise UsageError("--max-body-mb must be positive")
-    if args.busy_wait < 0:
-        raise UsageError("--busy-wait must be zero or more seconds")
     if args.compile_timeout <= 0 or args.compile_memory_mb <= 0 or args.compile_workers < 1:
         raise UsageError("--compile-timeout, --compile-memory-mb and --compile-workers must be positive")
+    if args.workers < 0:
+        raise UsageError("--workers must be 0 (the API only) or more")
+    check_pool_size(args)
+    policy = args.double_texting
+    if args.busy_wait is not None:      # the option before --double-texting: 0 refused a busy session at once
+        if args.busy_wait < 0:
+            raise UsageError("--busy-wait must be zero or more seconds")
+        policy = "reject" if args.busy_wait == 0 else "enqueue"
     session_ttl = None
     if args.session_ttl:
         from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
@@ -36,11 +42,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError("--session-ttl must be more than 0 (leave it out to keep sessions)")
     config = ServerConfig(db=args.db, session_ttl=session_ttl, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
-                          max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                          busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
-                          default_llm=args.default_llm, compile_timeout=args.compile_timeout,
-                          compile_memory_mb=args.compile_memory_mb, compile_workers=args.compile_workers,
-                          files_dir=args.files_dir, upload_limits=args.upload_limits)
+                          max_body_bytes=int(args.max_body_mb * 1024 * 1024), workers=args.workers,
+                          double_texting=policy, pool_size=args.pool_size, retrieval=args.retrieval,
+                          mcp_config=args.mcp_config, default_llm=args.default_llm,
+                          compile_timeout=args.compile_timeout, compile_memory_mb=args.compile_memory_mb,
+                          compile_workers=args.compile_workers, files_dir=args.files_dir,
+                          upload_limits=args.upload_limits)
     from canvas2graph.runtime.services.mcp import MCPConfigError
     from canvas2graph.runtime.services.sandbox import CodePolicyError
     from canvas2graph.runtime.services.scripted import ScriptError
@@ -53,6 +60,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_sandbox()
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
+
+
+def check_pool_size(args: argparse.Namespace) -> None:
+    if args.pool_size < 2:
+        raise UsageError("--pool-size must be 2 or more (a process needs a connection for its work and one to "
+                         "wait on the queue)")
 
 
 def check_sandbox() -> None:

@@ -30,6 +30,8 @@ import asyncio
 import contextlib
 from typing import Any, AsyncIterator, Callable, Iterable
 
+from canvas2graph.types import TurnCancelled
+
 TASK_KEY = "_task"          # the graph node that wrote a custom item (canvas2graph.nodes.base.stream_writer adds it)
 
 
@@ -115,7 +117,7 @@ class BatchOrder:
         self.buffers = {}
 
 
-async def bursts(stream: AsyncIterator[Any]) -> AsyncIterator[tuple[Any, bool]]:
+async def bursts(stream: AsyncIterator[Any], stop: asyncio.Event | None = None) -> AsyncIterator[tuple[Any, bool]]:
     """`(part, idle)` for each part of a LangGraph stream; `idle` when no further part is ready yet.
 
     LangGraph announces the tasks of a superstep all at once (one synchronous drain of its stream queue),
@@ -124,6 +126,9 @@ async def bursts(stream: AsyncIterator[Any]) -> AsyncIterator[tuple[Any, bool]]:
     queue is empty after a part, everything LangGraph had ready was delivered. So `node_started` events
     go out when the step starts, not when its first task finishes. The stream runs in the task's copy
     of the caller's context; closing this generator (or cancelling its reader) cancels it.
+
+    `stop`, once set, cancels the stream at once (LangGraph cancels the step's running tasks: a model's
+    stream included) and raises `TurnCancelled`: the turn was cancelled.
     """
     queue: asyncio.Queue = asyncio.Queue()
     end = object()
@@ -141,15 +146,28 @@ async def bursts(stream: AsyncIterator[Any]) -> AsyncIterator[tuple[Any, bool]]:
         queue.put_nowait((end, None))
 
     task = asyncio.ensure_future(pump())
+    stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         while True:
-            part, error = await queue.get()
+            if stop is not None and stop.is_set():
+                raise TurnCancelled("the turn was cancelled")
+            if stopped is not None and queue.empty():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait((getter, stopped), return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    raise TurnCancelled("the turn was cancelled")
+                part, error = getter.result()
+            else:
+                part, error = await queue.get()
             if part is end:
                 if error is not None:
                     raise error
                 return
             yield part, queue.empty()
     finally:
+        if stopped is not None:
+            stopped.cancel()
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -291,6 +291,13 @@ class EventAdapter:
             yield self.envelope("node_finished", self._release(node.parent_id))
         yield from self._drop_pending_after(component_id)
 
+    def unfinished(self) -> list:
+        """The components of the running step that have not finished (a cancel stopped them mid-run)."""
+        order = self.order
+        names = [n for n in order.order[order.cursor:] if n not in order.done]
+        nodes = [self._node(n) for n in names]
+        return [n for n in nodes if n is not None and n.role != "container" and n.id not in self.starts]
+
     def cancelled(self) -> dict:
         """RAGFlow ends a cancelled run with a workflow_finished whose outputs is this text (SPEC 5.8)."""
         self.finished = True
@@ -356,7 +363,8 @@ class TurnEvents:
 
     def __init__(self, graph, graph_input: Any, config: dict | None = None, *, context: Any = None,
                  durability: str | None = None, request_inputs: dict | None = None, snapshot: Any = None,
-                 message_id: str | None = None, fork: bool = False, raw_modes: list[str] | None = None):
+                 message_id: str | None = None, fork: bool = False, raw_modes: list[str] | None = None,
+                 stop: Any = None):
         from canvas2graph.compiler.canvas import canvas_of
         from langgraph.types import Command
 
@@ -381,6 +389,8 @@ class TurnEvents:
         self.raw_modes = list(dict.fromkeys(raw_modes or ()))
         self.status = "running"
         self.error: str | None = None
+        # an asyncio.Event: once set, the run stops at once and ends as a cancelled one (Runner.cancel)
+        self.stop = stop
 
     def __aiter__(self) -> AsyncIterator[dict]:
         return self._events()
@@ -435,7 +445,7 @@ class TurnEvents:
                     options["output_keys"] = self.graph.output_channels
                 stream = self.graph.astream(self.input, config, context=self.context,
                                             stream_mode=modes, version="v2", **options)
-            async for part, idle in bursts(stream):
+            async for part, idle in bursts(stream, self.stop):
                 if part["type"] in self.raw_modes:
                     raw = {"event": RAW_EVENT, "message_id": adapter.message_id, "mode": part["type"],
                            "ns": part.get("ns") or (), "data": part["data"]}
@@ -464,8 +474,12 @@ class TurnEvents:
             self.status, self.error = "stopped", message
             return
         except TurnCancelled:
+            stopped = adapter.unfinished() if self.stop is not None and self.stop.is_set() else []
             for event in adapter.drain():
                 yield event
+            for node in stopped:        # cancelled mid-run, as RAGFlow's check_if_canceled ends a component
+                yield adapter.envelope("node_finished", adapter.node_finished(
+                    node, {"_ERROR": CANCELLED_TEXT}, {}, CANCELLED_TEXT))
             yield adapter.cancelled()
             self.status = "cancelled"
             return

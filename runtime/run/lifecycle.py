@@ -23,6 +23,7 @@ UUIDv6, whose leading bits are the time they were made) or, for a server session
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import time
@@ -145,6 +146,10 @@ async def _delete_batch(store, ids: list[str]) -> None:
     """One batch: the server rows, then the checkpoints and writes, one statement per table."""
     marks = ", ".join("?" * len(ids))
     await store.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(ids))
+    # the turns asked of them and the events those streamed (server/backend/jobs/)
+    await store.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN (SELECT id FROM c2g_turns "
+                           f"WHERE session_id IN ({marks}))", tuple(ids))
+    await store.db.execute(f"DELETE FROM c2g_turns WHERE session_id IN ({marks})", tuple(ids))
     if is_postgres(store.url):
         present = {r["t"] for r in await _rows(store, "SELECT table_name AS t FROM information_schema.tables "
                                                       "WHERE table_schema = current_schema()")}
@@ -210,12 +215,14 @@ async def prune(store, older_than: float, *, now: float | None = None, keep: set
 # --- the server's time-to-live -----------------------------------------------------------------
 async def expire_sessions(store, ttl: float, *, running: Any = None, interval: float | None = None) -> None:
     """Forever (until cancelled): every `interval` seconds (default a tenth of `ttl`, between 1 s and
-    an hour) delete the sessions idle for `ttl` seconds or more. `running()` names the sessions with a
-    turn in progress in this process; a session another process is running holds a live lease."""
+    an hour) delete the sessions idle for `ttl` seconds or more. `running()` (a function, or a coroutine
+    function) names the sessions with a turn queued or in progress; a session another process is running
+    holds a live lease."""
     every = interval if interval is not None else min(3600.0, max(1.0, ttl / 10))
     while True:
         try:
-            busy = set(running() if running else ())
+            found = running() if running else ()
+            busy = set(await found if inspect.isawaitable(found) else found)
             idle = [s for s in await idle_sessions(store, ttl) if s.id not in busy]
             expired = [s.id for s in idle if s.tenant is None or not await store.lease_is_live(s.id)]
             await delete_sessions(store, expired)

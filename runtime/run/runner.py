@@ -7,15 +7,20 @@ the turn's bookkeeping (globals, history, turn count) happens inside the graph. 
 - a resumed pause (the last turn stopped at a UserFillUp or Begin form): `Command(resume=...)` with the
   request's inputs and query, refused first when a required field is missing;
 - a resumed interruption (the process running the last turn died): input None, which continues from
-  the last checkpoint; components that completed are not run again.
-What the Runner adds: that choice, cancellation (`cancel()`), a check of the models before the turn,
-and closing a turn that the engine or the checkpointer broke, so the next request starts afresh.
+  the last checkpoint; components that completed are not run again. The interrupted turn keeps its message
+  id. A request that carries a message of its own (a query, inputs or files) finishes the interrupted turn
+  first and is then answered as a turn of its own, never in place of the dead one; an empty request (or one
+  with `continue_interrupted`, as a worker taking a turn over sends) only finishes it.
+What the Runner adds: that choice, cancellation (`cancel()`: at once, a model's stream included), a check of
+the models before the turn, and closing a turn that was cancelled or that the engine or the checkpointer
+broke, so the next request starts afresh.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator
 
 from langgraph._internal._constants import INTERRUPT
@@ -26,8 +31,9 @@ from canvas2graph.text import scrub
 from canvas2graph.types import RunContext
 from canvas2graph.compiler.canvas import CompiledCanvas
 from canvas2graph.nodes.begin import missing_fields, resume_value
-from canvas2graph.runtime.run.events import FINISH, STREAM_MODES, TurnEvents
+from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, TurnEvents
 from canvas2graph.runtime.run.retention import compact
+from canvas2graph.runtime.run.steps import ForkPlan
 from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST
 from canvas2graph.runtime.services.observability import trace_config
 from canvas2graph.runtime.graph.values import unstorable
@@ -53,6 +59,11 @@ class TurnRequest:
     stream_modes: list[str] | None = None
     # the run id of the turn's root run (LangGraph Server's run id: astream_events' root `run_id`)
     run_id: str | None = None
+    # the turn's message id (RAGFlow's events and the step trace name the turn by it); None: a new one
+    message_id: str | None = None
+    # only continue the session's interrupted turn, if it has one (a worker taking over a turn whose
+    # process died); otherwise a request with a message of its own finishes that turn first
+    continue_interrupted: bool = False
 
     def __post_init__(self) -> None:
         # what a user sends may hold lone surrogates (valid JSON, not text): events must stay encodable;
@@ -61,6 +72,24 @@ class TurnRequest:
         problem = unstorable({"query": self.query, "inputs": self.inputs, "files": self.files})
         if problem:
             raise TurnRejected(f"the request cannot be stored: {problem.replace('output ', '')}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as JSON values: a queued turn is stored so, and run by another process."""
+        value = {k: v for k, v in asdict(self).items() if k != "fork"}
+        if self.fork is not None:
+            value["fork"] = asdict(self.fork)
+        return value
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> "TurnRequest":
+        fields_ = dict(value)
+        if fields_.get("fork") is not None:
+            fields_["fork"] = ForkPlan(**fields_["fork"])
+        return cls(**fields_)
+
+    def carries_message(self) -> bool:
+        """Whether the request asks something of its own (not only "go on")."""
+        return bool(self.query or self.inputs or self.files) and not self.continue_interrupted
 
     def graph_input(self) -> dict[str, Any]:
         """The request as the graph's input (`CanvasInput`)."""
@@ -103,6 +132,12 @@ def _request_of(saved) -> dict:
     return request
 
 
+def _stopped(error: Any) -> bool:
+    """A task error that only says its run was stopped: LangGraph records the CancelledError of the tasks
+    of a run that was cancelled (a server or worker stopping mid-step). Such a task runs again on resume."""
+    return "CancelledError" in f"{type(error).__name__} {error}"
+
+
 def _paused(saved) -> bool:
     """True when a form waits: its step saved an interrupt. (A Begin form pauses the step that opens the turn.)"""
     return bool(saved) and any(channel == INTERRUPT for _task, channel, _value in saved.pending_writes or ())
@@ -128,6 +163,8 @@ class Runner:
         self.graph = compiled.graph(checkpointer)
         self.outcome = TurnOutcome()
         self._context: RunContext | None = None
+        self._stop: asyncio.Event | None = None
+        self._cancel: bool | None = None        # a cancel asked for (True: at once), kept for a run not yet started
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -138,10 +175,15 @@ class Runner:
             if llm_id:
                 self.models.check(llm_id, component_id=cid)
 
-    def cancel(self) -> None:
-        """Stop the running turn at the next node boundary."""
+    def cancel(self, at_once: bool = True) -> None:
+        """Stop the running turn: at once (its running components, a model's stream included, are cancelled
+        and finish with RAGFlow's cancelled error), or with `at_once=False` at the next node boundary. Either
+        way the turn ends as RAGFlow ends a cancelled run, and the session takes the next request."""
+        self._cancel = True if at_once else self._cancel if self._cancel is not None else False
         if self._context is not None:
             self._context.cancel_requested = True
+        if at_once and self._stop is not None:
+            self._stop.set()
 
     async def waiting_for(self, session_id: str) -> dict | None:
         """The form a paused session waits for ({component_id, inputs, tips}), or None."""
@@ -153,6 +195,15 @@ class Runner:
                 return dict(task.interrupts[0].value or {})
         return None
 
+    async def interrupted(self, session_id: str) -> dict | None:
+        """The session's turn whose process died before it ended ({"message_id", "query"}), or None."""
+        snapshot = await self._open_turn(self._config(session_id))
+        if snapshot is None or not snapshot.tasks or any(t.interrupts for t in snapshot.tasks) \
+                or any(t.error and not _stopped(t.error) for t in snapshot.tasks):
+            return None
+        return {"message_id": (snapshot.metadata or {}).get(MESSAGE_ID),
+                "query": (snapshot.values.get(GLOBALS) or {}).get("sys.query", "")}
+
     async def _fail(self, config: dict, message: str, error: Exception) -> None:
         """End a turn that broke outside its components: close it, record why, tell the caller."""
         self.outcome.status, self.outcome.error = "stopped", message
@@ -163,7 +214,7 @@ class Runner:
             self.outcome.error = message
         raise TurnFailed(message) from error
 
-    async def _close_turn(self, config: dict) -> None:
+    async def _close_turn(self, config: dict, ended: str | None = None) -> None:
         """Mark the checkpointed turn as over, as the finish node would (without an answer).
 
         Otherwise the next request would find the turn open with steps still to run, and continue
@@ -177,7 +228,8 @@ class Runner:
         if request.get("open"):
             update = {key: values[key] for key in (HISTORY, GLOBALS) if key in values}
             # as the finish node, whose only edge leads to the end: the update schedules nothing
-            await self.graph.aupdate_state(config, {**update, REQUEST: {**request, "open": False}}, as_node=FINISH)
+            closed = {**request, "open": False, **({"ended": ended} if ended else {})}
+            await self.graph.aupdate_state(config, {**update, REQUEST: closed}, as_node=FINISH)
 
     def _config(self, session_id: str) -> dict:
         return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
@@ -211,17 +263,42 @@ class Runner:
                     raise TurnRejected(f"session {session_id} is waiting for {form.get('component_id', 'a form')}: "
                                        f"provide inputs for {', '.join(missing)}")
                 return Command(resume=resume_value(request.inputs, request.query)), "pause", snapshot
-            if not any(t.error for t in snapshot.tasks):
-                return None, "interruption", snapshot     # the process died mid-turn: continue from the checkpoint
+            if not any(t.error and not _stopped(t.error) for t in snapshot.tasks):
+                # the process died (or was stopped) mid-turn: continue from the checkpoint
+                return None, "interruption", snapshot
         return request.graph_input(), None, None
 
     async def run_turn(self, session_id: str, request: TurnRequest) -> AsyncIterator[dict]:
+        """The turn's events. A session whose last turn was interrupted (its process died) has that turn
+        finished first; a request with a message of its own is then answered in a turn of its own."""
         self.outcome = TurnOutcome()
         config = self._config(session_id)
         graph_input, resumed, snapshot = await self._start(session_id, request, config)
+        if resumed == "interruption" and request.carries_message():
+            interrupted = (snapshot.metadata or {}).get(MESSAGE_ID)
+            _log.info("session %s: finishing its interrupted turn before the new request", session_id)
+            self.outcome.extra["finished_first"] = interrupted
+            async for event in self._run(session_id, TurnRequest(continue_interrupted=True, message_id=interrupted),
+                                         config, None, resumed, snapshot):
+                yield event
+            if self.outcome.status != "finished":       # it paused, failed or was cancelled: the request waits
+                return
+            finished_first = self.outcome.extra["finished_first"]
+            self.outcome = TurnOutcome(extra={"finished_first": finished_first})
+            graph_input, resumed, snapshot = await self._start(session_id, request, config)
+        elif resumed == "interruption" and not request.message_id:
+            request.message_id = (snapshot.metadata or {}).get(MESSAGE_ID)     # the turn keeps its id
+        async for event in self._run(session_id, request, config, graph_input, resumed, snapshot):
+            yield event
+
+    async def _run(self, session_id: str, request: TurnRequest, config: dict, graph_input: Any,
+                   resumed: str | None, snapshot) -> AsyncIterator[dict]:
         self.outcome.resumed = resumed
+        self._stop = asyncio.Event()
         self._context = context = RunContext(models=self.models, script=self.script, session_id=session_id,
-                                             services=dict(self.services))
+                                             services=dict(self.services), cancel_requested=self._cancel is not None)
+        if self._cancel:
+            self._stop.set()
         start_config = config
         if request.fork is not None:
             context.overrides = dict(request.fork.overrides)
@@ -238,8 +315,9 @@ class Runner:
         events = TurnEvents(self.graph, graph_input, run_config, context=context, snapshot=snapshot,
                             durability=DURABILITY if self.checkpointer is not None else None,
                             request_inputs=request.inputs or {}, fork=request.fork is not None,
-                            raw_modes=request.stream_modes)
+                            raw_modes=request.stream_modes, message_id=request.message_id, stop=self._stop)
         self.outcome.extra["usage"] = events.usage      # live model usage, also for turns that pause or stop
+        self.outcome.extra["message_id"] = events.adapter.message_id
         try:
             async for event in events:
                 self.outcome.events += 1
@@ -252,9 +330,13 @@ class Runner:
             await self._fail(config, f"the turn failed: {type(e).__name__}: {e}", e)
         finally:
             self._context = None
+            self._cancel = None             # asked of this run: the runner's next turn starts afresh
         self.outcome.status = events.status
         if events.error:
             self.outcome.error = events.error
+        if self.checkpointer is not None and self.outcome.status == "cancelled":
+            # stopped mid-step, its tasks look like an interruption: closed, the next request starts afresh
+            await self._close_turn(config, ended="cancelled")
         if self.checkpointer is not None and self.outcome.status == "finished":
             await self._compact(session_id)
 

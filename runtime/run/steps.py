@@ -42,7 +42,7 @@ from canvas2graph.runtime.graph.values import is_pending
 __all__ = ["atrace", "trace", "atrace_message", "turn_of", "ForkError", "ForkPlan", "fork_plan", "FORMS"]
 
 FORMS = {"UserFillUp", "Begin"}         # components whose inputs are a form's answers
-_CANCELLED = "TurnCancelled"
+_CANCELLED = ("TurnCancelled", "CancelledError")
 _REPR = re.compile(r"^\w+\((['\"])(.*)\1\)$", re.S)
 
 
@@ -185,8 +185,8 @@ class _Builder:
         if pending is not None:     # a generation a Message streams: its text arrives with the Message's step
             outputs = {k: (None if is_pending(v) else v) for k, v in outputs.items()}
         error = None if paused else (_error_text(task.error) or outputs.get("_ERROR") or None)
-        if error and _CANCELLED in f"{type(task.error).__name__} {task.error}":
-            error = CANCELLED_TEXT      # stopped at this node's boundary by a cancel request
+        if error and _cancelled(task.error):
+            error = CANCELLED_TEXT      # stopped by a cancel request (at this node's boundary, or mid-run)
         step = {"step": (snapshot.metadata or {}).get("step", -1) + 1,
                 "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
                 "component_id": node.id, "component_name": node.display_name,
@@ -275,6 +275,9 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
         if metadata.get("source") in ("input", "fork") and not metadata.get(MESSAGE_ID):
             counter += 1            # without message ids, a run starts at an input or a fork
         key = message_id or ("run", counter)
+        ended = (snapshot.values.get(REQUEST) or {}).get("ended") if metadata.get("source") == "update" else None
+        if ended and turn is not None:
+            turn["ended"] = ended           # closed by the Runner: a turn cancelled between two steps, say
         ran = [t for t in snapshot.tasks if t.result is not None or t.error is not None or t.interrupts]
         if not ran:
             continue
@@ -306,11 +309,17 @@ def _build(canvas, chain: list, history: list = ()) -> list[dict]:
     return builder.turns
 
 
+def _cancelled(error: Any) -> bool:
+    """A task's error that says a cancel stopped it: at its node boundary (TurnCancelled) or mid-run (LangGraph
+    records the CancelledError of a task it cancelled, as Runner.cancel's immediate stop does)."""
+    return any(name in f"{type(error).__name__} {error}" for name in _CANCELLED)
+
+
 def _ended(snapshot) -> str:
     """How a run that stopped at `snapshot` (its newest checkpoint) ended."""
     failed = [t.error for t in snapshot.tasks if t.error is not None]
     if failed:
-        return "cancelled" if any(_CANCELLED in f"{type(e).__name__} {e}" for e in failed) else "failed"
+        return "cancelled" if any(_cancelled(e) for e in failed) else "failed"
     if any(t.interrupts for t in snapshot.tasks):
         return "paused"
     if (snapshot.values.get(REQUEST) or {}).get("open") or snapshot.next:
@@ -330,7 +339,7 @@ def _statuses(turns: list[dict], chain: list, history: list = ()) -> None:
                 turn["status"] = _ended(end)
                 continue
         errors = [s["error"] for s in turn["steps"] if s["error"]]
-        if CANCELLED_TEXT in errors:
+        if CANCELLED_TEXT in errors or turn.pop("ended", None) == "cancelled":
             turn["status"] = "cancelled"
         elif errors:
             turn["status"] = "failed"

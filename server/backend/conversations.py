@@ -1,298 +1,283 @@
-"""Turns of stored sessions, run on behalf of a server: one turn per session at a time, cancellable,
-and independent of the client that asked for it.
+"""Turns of stored sessions, asked for through any of the server's APIs and run as jobs by any worker.
 
-A turn runs in its own task and hands its events to the caller through a queue. So a client that
-goes away does not tear the graph down mid-step: the turn is cancelled at the next node boundary
-(`Runner.cancel()`), ends as RAGFlow ends a cancelled run, and the session stays consistent. A
-server that stops (or dies) mid-turn leaves the last checkpoint; the next request on that session
-continues from it (`Runner` resumes interrupted turns).
+`Conversations.start(session, request)` records the turn (`c2g_turns`), queues it on the job engine behind
+the session's earlier turns (server/backend/jobs/), and hands back a `Turn` that reads its events from the
+event log: the turn runs wherever a worker is free (in this process with `serve --workers N`, or in a
+`canvas2graph worker`), and its stream reaches the client through whichever API process the client asked.
 
-Several server processes may share one PostgreSQL database: a turn holds the session's lease
-(`Store.acquire_lease`) while it runs, and a cancel request that reaches another process is passed
-on through the database (polled every `POLL_SECONDS`).
+- Double texting: a message to a session that is running a turn waits behind it, in arrival order
+  (`policy="enqueue"`, the default), or is refused at once (`"reject"`: `SessionBusy`). LangGraph's
+  `multitask_strategy` adds `"interrupt"` and `"rollback"`: the running turn is stopped first.
+- Cancel (`cancel`, `Turn.cancel`, a client that leaves): a queued turn never runs; a running one stops at
+  once, in whichever process runs it (the engine's abort), and ends as RAGFlow ends a cancelled run.
+- A turn outlives the API process that asked for it: `attach` reads a running (or recently ended) turn's
+  events from the start, from any process.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnOutcome, TurnRejected, TurnRequest
 from canvas2graph.server.backend.answer_text import message_text
-from canvas2graph.runtime.run.checkpoint import is_postgres
-from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRejected, TurnRequest
-from canvas2graph.server.backend.store import LEASE_SECONDS, Session, Store, process_owner
-from canvas2graph.runtime.services.observability import tracing_enabled
+from canvas2graph.server.backend.jobs.engine import JobEngine
+from canvas2graph.server.backend.jobs.event_log import EventLog
+from canvas2graph.server.backend.jobs.turn_runs import CANCEL_STATUS
+from canvas2graph.server.backend.jobs.wire import TURN_EVENT, turn_event
+from canvas2graph.server.backend.store import Session, Store, process_owner
+from canvas2graph.server.backend.store_turns import TurnRecord
 
 log = logging.getLogger("canvas2graph.conversations")
 
-POLL_SECONDS = 0.25           # how soon a cancel sent to another process takes effect
-# turns starting at once; the others queue for a slot (see Conversations.start). On SQLite a start is all
-# CPU on the event loop (statements run in place), so starting two at once is no faster than one after the
-# other and only delays the tokens of running streams (200 concurrent streams: p99 98 ms with 8, 21 ms with
-# 1, the burst admitted as fast); on PostgreSQL a start waits on the network, so several overlap.
-MAX_STARTING = {"sqlite": 1, "postgresql": 8}
-RENEW_SECONDS = LEASE_SECONDS / 4
+POLICIES = ("enqueue", "reject")
+STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
 
 
 class SessionBusy(Exception):
-    """Another turn is running on this session (here or in another server process)."""
-
-
-class _End:
-    pass
-
-
-_END = _End()
-
-
-@dataclass
-class _Failure:
-    error: BaseException
+    """The session is running a turn and the request may not wait for it (policy or strategy "reject")."""
 
 
 @dataclass
 class Turn:
-    """A running (or finished) turn: iterate `events()` once; `cancel()` stops it at the next node boundary."""
+    """A turn as its asker sees it: iterate `events()` (or `batches()`) once; `cancel()` stops it."""
+    record: TurnRecord
     session: Session
     request: TurnRequest
-    runner: Runner
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
-    task: asyncio.Task | None = None
+    conversations: "Conversations"
     usage: dict = field(default_factory=dict)
     content: str = ""                   # the answer as the message log keeps it (think tags restored)
     reference: dict = field(default_factory=dict)
-    first: Any = None                   # the first queue item, taken by Conversations.start
+    outcome: TurnOutcome = field(default_factory=TurnOutcome)
+    end: dict | None = None             # the turn's end record, once read
+    first: list[dict] | None = None     # the first batch, read by `Conversations.start`
+    # whether a reader that leaves early stops the turn (as a RAGFlow client that leaves does): the asker's
+    # reader does, one re-attached to a turn running on does not
+    asker: bool = True
+    _follow: AsyncIterator[list[dict]] | None = None
 
     @property
-    def outcome(self):
-        return self.runner.outcome
+    def id(self) -> str:
+        return self.record.id
 
-    def cancel(self) -> None:
-        self.runner.cancel()
+    def cancel(self, action: str = "cancel") -> None:
+        """The reader left early: stop the turn, if this reader asked for it (from a `finally` or a callback:
+        the request goes out in the background)."""
+        if self.end is None and self.asker:
+            self.conversations.cancel_soon(self.record, action)
+
+    async def _batches(self) -> AsyncIterator[list[dict]]:
+        if self._follow is None:
+            self._follow = self.conversations.events.follow(self.record.id, settled=self._settled)
+        async for batch in self._follow:
+            yield batch
+
+    async def _settled(self) -> dict | None:
+        """The turn's end from its row, once it has ended (for a log that lost its end record)."""
+        row = await self.conversations.store.get_turn(self.record.id)
+        if row is None:
+            return turn_event("end", status="failed", error="the turn was deleted")
+        if row.open:
+            return None
+        return turn_event("end", status=row.status, error=row.error)
+
+    async def read_first(self) -> None:
+        """Wait for the turn's first events (it may wait behind the session's earlier turns)."""
+        async for batch in self._batches():
+            if self._take(batch):
+                self.first = batch
+                return
+
+    def _take(self, batch: list[dict]) -> bool:
+        """Note what a batch says of the turn; True when it holds events a client sees, or the end."""
+        seen = False
+        for event in batch:
+            if event.get("event") == TURN_EVENT:
+                if event.get("kind") == "end":
+                    self._ended(event)
+                    seen = True
+                continue
+            seen = True
+            self._collect(event)
+        return seen
+
+    def _ended(self, end: dict) -> None:
+        self.end = end
+        status = end.get("status") or "failed"
+        self.outcome = TurnOutcome(status="cancelled" if status in CANCEL_STATUS.values() else status,
+                                   error=end.get("error"), resumed=end.get("resumed"),
+                                   extra={"usage": end.get("usage") or {}, "status": status})
+        if isinstance(end.get("usage"), dict) and end["usage"]:
+            self.usage = dict(end["usage"])
+
+    def _collect(self, event: dict) -> None:
+        kind, data = event.get("event"), event.get("data") or {}
+        if kind == "message":
+            self.content += message_text(data)
+        elif kind == "message_end" and isinstance(data.get("reference"), dict):
+            self.reference.update(data["reference"])
+        elif kind == "workflow_finished" and isinstance(data.get("usage"), dict):
+            self.usage = dict(data["usage"])
+
+    async def batches(self) -> AsyncIterator[list[dict]]:
+        """The turn's events, in lists of those already waiting (a busy server writes them to the client at
+        once, not one write per event); raises what ended it abnormally (a worker or store failure)."""
+        first, self.first = self.first, None
+        if first is not None:
+            shown = _shown(first)
+            if shown:
+                yield shown
+        if self.end is None:
+            async for batch in self._batches():
+                self._take(batch)
+                shown = _shown(batch)
+                if shown:
+                    yield shown
+                if self.end is not None:
+                    break
+        if self.end is not None and (self.end.get("status") == "failed"):
+            raise TurnFailed(self.end.get("error") or "the turn failed")
 
     async def events(self) -> AsyncIterator[dict]:
-        """The turn's events; raises what ended it abnormally (a store failure, a crash)."""
         async for batch in self.batches():
             for event in batch:
                 yield event
 
-    async def batches(self) -> AsyncIterator[list[dict]]:
-        """The turn's events, in lists of those already waiting: a busy server writes them to the
-        client at once instead of one write per event. Never waits for more events than there are."""
-        item = self.first
-        self.first = None
-        while True:
-            if item is None:
-                item = await self.queue.get()
-            batch = []
-            while True:
-                if item is _END or isinstance(item, _Failure):
-                    if batch:
-                        yield batch
-                    if item is _END:
-                        return
-                    raise item.error
-                batch.append(item)
-                if self.queue.empty():
-                    break
-                item = self.queue.get_nowait()
-            yield batch
-            item = None
+
+def _shown(batch: list[dict]) -> list[dict]:
+    return [e for e in batch if e.get("event") != TURN_EVENT]
+
+
+def _rejection(end: dict) -> Exception:
+    """A turn that could not start, as the exception the routes answer for it."""
+    kind, message = end.get("error_type"), end.get("error") or "the turn could not start"
+    if kind == "CompileError" and end.get("diagnostics"):
+        from canvas2graph.types import CompileError, Diagnostic
+        return CompileError([Diagnostic(**d) for d in end["diagnostics"]])
+    if kind == "ModelConfigError":
+        from canvas2graph.runtime.services.models import ModelConfigError
+        return ModelConfigError(message)
+    return TurnRejected(message)
 
 
 class Conversations:
-    """Runs turns of stored sessions for one server process."""
+    """Asks for turns of stored sessions, for one API process."""
 
-    def __init__(self, store: Store, models: ModelSource,
-                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, busy_wait: float = 30.0,
-                 max_starting: int | None = None):
-        self.store = store
-        # Starting a turn (loading its checkpoint, the first steps up to its first event) is the costly
-        # part; a burst of hundreds of starts would fill the event loop's queue and delay the tokens of
-        # every running stream. A few at a time start just as fast overall and keep streams smooth.
-        if max_starting is None:
-            max_starting = MAX_STARTING["postgresql" if is_postgres(store.url or "") else "sqlite"]
-        self._starting = asyncio.Semaphore(max_starting)
-        # how long a request waits for the session's running turn to end before it is refused: clients
-        # send the next question as soon as they read `message_end`, a moment before the turn ends
-        self.busy_wait = busy_wait
-        self.models = models
-        # run-wide services for `ctx.extras`: a dict, or a function of the compiled canvas (a backend
-        # opened only for canvases that need it)
+    def __init__(self, store: Store, engine: JobEngine, events: EventLog, models: ModelSource,
+                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, *,
+                 policy: str = "enqueue", owner: str | None = None):
+        if policy not in POLICIES:
+            raise ValueError(f"double-texting policy {policy!r}: use one of {', '.join(POLICIES)}")
+        self.store, self.engine, self.events, self.models = store, engine, events, models
         self.services = services if callable(services) else dict(services or {})
-        self.owner = process_owner()
-        self.turns: dict[str, Turn] = {}
-        self._watcher: asyncio.Task | None = None
+        self.policy = policy
+        self.owner = owner or process_owner()
+        self._background: set[asyncio.Task] = set()
 
-    # --- lifecycle ------------------------------------------------------------------------------
     async def __aenter__(self) -> "Conversations":
-        self._watcher = asyncio.create_task(self._watch(), name="conversations-watch")
         return self
 
     async def __aexit__(self, *exc) -> None:
-        """Stop at once: running turns keep their last checkpoint and resume on the next request."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-        tasks = [t.task for t in self.turns.values() if t.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancels sent in the background still go out; the turns themselves run on in their workers."""
+        if self._background:
+            await asyncio.wait(self._background, timeout=5)
 
-    async def _watch(self) -> None:
-        """Renew the leases of running turns and pass on cancel requests made through other processes."""
-        renewed = time.monotonic()
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            if not self.turns:
-                continue
-            try:
-                for sid in await self.store.cancel_requests(self.owner):
-                    turn = self.turns.get(sid)
-                    if turn is not None:
-                        turn.cancel()
-                if time.monotonic() - renewed >= RENEW_SECONDS:
-                    await self.store.renew_leases(self.owner, list(self.turns))
-                    renewed = time.monotonic()
-            except Exception:           # a database hiccup must not end the watch
-                log.exception("lease renewal or cancel polling failed")
+    # --- asking for turns -------------------------------------------------------------------------
+    async def start(self, session: Session, request: TurnRequest, *, source: str = "agent",
+                    options: dict | None = None, strategy: str | None = None) -> Turn:
+        """Queue a turn and wait for its first events.
 
-    # --- turns ----------------------------------------------------------------------------------
-    async def start(self, session: Session, request: TurnRequest) -> Turn:
-        """Start a turn and wait for its first event.
-
-        Raises before anything is streamed when the turn cannot run: `SessionBusy`, `CompileError`
-        (the session's DSL has errors), a model configuration error, or `TurnRejected` (a paused
-        session without the inputs it waits for).
-        """
-        # compiling (cached by content) and building the graph are CPU work: a thread keeps the loop serving
-        compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)
-        models, script = self.models()
-        services = self.services(compiled) if callable(self.services) else self.services
-        # the tenant scopes what the run may read on its behalf (uploaded files: canvas2graph.runtime.services.files)
-        services = {**services, "tenant": session.tenant}
-        name = await self._trace_name(session)
-        # building the graph is CPU work too: a thread keeps the loop serving
-        runner = await asyncio.to_thread(lambda: Runner(compiled, self.store.checkpointer, models, script,
-                                                        services=services, name=name, tenant=session.tenant))
-        runner.preflight()
-        await self._take(session.id)
-        turn = Turn(session=session, request=request, runner=runner)
-        self.turns[session.id] = turn
-        try:
-            await self._starting.acquire()
-        except BaseException:       # cancelled while waiting for a slot: give the session back
-            self.turns.pop(session.id, None)
-            await asyncio.shield(self.store.release_lease(session.id, self.owner))
-            raise
-        try:                        # the slot is held until the turn's first event
-            turn.task = asyncio.create_task(self._drive(turn), name=f"turn-{session.id}")
-            turn.first = await turn.queue.get()
-        finally:
-            self._starting.release()
-        if isinstance(turn.first, _Failure) and isinstance(turn.first.error, TurnRejected):
-            raise turn.first.error
+        Raises before anything is streamed when the turn cannot run: `SessionBusy`, `CompileError` (the
+        session's DSL has errors), a model configuration error, or `TurnRejected` (a paused session without
+        the inputs it waits for)."""
+        await self.preflight(session)
+        record = await self.submit(session, request, source=source, options=options, strategy=strategy)
+        turn = self.attach(record, session, request)
+        await turn.read_first()
+        if turn.end is not None and turn.end.get("status") == "rejected":
+            raise _rejection(turn.end)
         return turn
 
-    async def _trace_name(self, session: Session) -> str:
-        """What the turn's trace is named after: its agent's title (read only when tracing is on), else
-        the title its DSL came with ("" lets the Runner choose)."""
-        if session.agent_id and tracing_enabled():
-            agent = await self.store.get_agent(session.tenant, session.agent_id)
-            if agent is not None:
-                return agent.title
-        return ""
+    async def preflight(self, session: Session) -> None:
+        """Refuse at once what no worker could run: a DSL with errors, an ingestion pipeline, a model without
+        its configuration (compiled once per content, in a thread)."""
+        compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)
+        models, script = self.models()
+        runner = await asyncio.to_thread(lambda: Runner(compiled, None, models, script))
+        runner.preflight()
 
-    async def _take(self, session_id: str) -> None:
-        """Hold the session's lease, waiting up to `busy_wait` seconds for a running turn to end."""
-        deadline = time.monotonic() + self.busy_wait
-        while True:
-            local = self.turns.get(session_id)
-            if local is None and await self.store.acquire_lease(session_id, self.owner):
-                return
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SessionBusy(f"session {session_id} is running a turn; wait for it to end or cancel it")
-            if local is not None and local.task is not None:
-                await asyncio.wait({local.task}, timeout=left)
-            else:                           # held by another process (or just taken here): look again soon
-                await asyncio.sleep(min(0.05, left))
+    async def submit(self, session: Session, request: TurnRequest, *, source: str = "agent",
+                     options: dict | None = None, strategy: str | None = None) -> TurnRecord:
+        """Record and queue a turn without waiting for it (background runs, schedules, webhooks)."""
+        strategy = strategy or self.policy
+        if strategy not in STRATEGIES:
+            raise ValueError(f"multitask strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+        if strategy != "enqueue":
+            running = await self.store.open_turns(session.id)
+            if running and strategy == "reject":
+                raise SessionBusy(f"session {session.id} is running a turn; wait for it to end or cancel it")
+            for earlier in running:
+                await self.cancel_turn(earlier, strategy)
+        record = TurnRecord(id=request.run_id or uuid.uuid4().hex, session_id=session.id, tenant=session.tenant,
+                            source=source, status="queued", request=request.to_dict(),
+                            message_id=request.message_id or str(uuid.uuid4()), options=dict(options or {}))
+        await self.store.add_turn(record)
+        record.job_id = await self.engine.defer_turn(record.id, session.id)
+        await self.store.update_turn(record.id, job_id=record.job_id)
+        return record
 
-    async def cancel(self, tenant: str, session_id: str) -> bool:
-        """Cancel the session's running turn, wherever it runs; False when none is running."""
-        flagged = await self.store.request_cancel(tenant, session_id)
-        turn = self.turns.get(session_id)
-        if turn is not None and turn.session.tenant == tenant:
-            turn.cancel()
+    def attach(self, record: TurnRecord, session: Session, request: TurnRequest | None = None, *,
+               asker: bool = True) -> Turn:
+        """A reader of a turn's events from its first one, whichever process runs it; `asker=False` for a
+        reader that re-attaches (its leaving does not stop the turn)."""
+        request = request or TurnRequest.from_dict(record.request)
+        return Turn(record=record, session=session, request=request, conversations=self, asker=asker)
+
+    # --- cancelling -------------------------------------------------------------------------------
+    async def cancel(self, tenant: str, session_id: str, action: str = "cancel") -> bool:
+        """Cancel the session's queued and running turns, wherever they run; False when there were none."""
+        cancelled = False
+        for turn in await self.store.open_turns(session_id):
+            if turn.tenant == tenant:
+                cancelled = await self.cancel_turn(turn, action) or cancelled
+        return cancelled
+
+    async def cancel_turn(self, turn: TurnRecord, action: str = "cancel") -> bool:
+        """Stop one turn: "cancel" (RAGFlow's, LangGraph's `runs.cancel`), "interrupt" or "rollback"."""
+        await self.store.update_turn(turn.id, cancel=action, only_open=True)
+        state = await self.engine.abort(turn.job_id, turn.id) if turn.job_id is not None else None
+        if state == "running" or (state is None and turn.status == "running"):
+            return True                 # its worker stops it (told by the engine, or by the turn's row) and ends it
+        status = CANCEL_STATUS.get(action, "cancelled")
+        # a job cancelled before it ran ends its turn here; without a job, only a turn that never started
+        if await self.store.end_turn(turn.id, status, only_queued=state is None):
+            # it never ran (or its job is gone): its readers are told here
+            end = [{"event": "workflow_finished", "message_id": turn.message_id, "task_id": turn.session_id,
+                    "data": {"inputs": (turn.request.get("inputs") or {}), "outputs": "Task has been canceled"}},
+                   turn_event("end", status=status)]
+            await self.events.append(turn.id, await self.events.next_seq(turn.id), end)
             return True
-        return flagged
+        return state is not None
 
-    async def _drive(self, turn: Turn) -> None:
-        sid = turn.session.id
-        started = stopping = False
-        message_id = ""
+    def cancel_soon(self, turn: TurnRecord, action: str = "cancel") -> None:
+        task = asyncio.ensure_future(self._cancel_quietly(turn, action))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _cancel_quietly(self, turn: TurnRecord, action: str) -> None:
         try:
-            async for event in turn.runner.run_turn(sid, turn.request):
-                if not started:
-                    started = True
-                    message_id = event.get("message_id", "")
-                    turn.usage = turn.runner.outcome.extra.get("usage", turn.usage)
-                    if turn.runner.outcome.resumed != "interruption":   # an interrupted turn logged its question
-                        await self.store.append_messages(sid, [self._user_message(turn, message_id)])
-                self._collect(turn, event)
-                turn.queue.put_nowait(event)
-        except asyncio.CancelledError:
-            stopping = True         # the server is stopping: the checkpoint keeps the turn for later
-            raise
-        except BaseException as e:  # noqa: BLE001 - every failure reaches the client, never the log only
-            if isinstance(e, TurnFailed):
-                log.warning("turn on session %s failed: %s", sid, e)
-            elif not isinstance(e, TurnRejected):
-                log.exception("turn on session %s failed", sid)
-            turn.queue.put_nowait(_Failure(e))
-        finally:
-            try:
-                if started and not stopping:    # a stopped turn logs its answer when it resumes
-                    answer = {"role": "assistant", "content": turn.content, "created_at": time.time(), "id": message_id}
-                    if not await asyncio.shield(self.store.append_messages(sid, [answer], turn.reference)):
-                        # deleted while it ran: drop what the turn checkpointed after the deletion
-                        await asyncio.shield(self.store.checkpointer.adelete_thread(sid))
-            except BaseException:   # noqa: BLE001
-                log.exception("could not record the answer of session %s", sid)
-            finally:
-                self.turns.pop(sid, None)
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(self.store.release_lease(sid, self.owner))
-                turn.queue.put_nowait(_END)
+            fresh = await self.store.get_turn(turn.id)
+            if fresh is not None and fresh.open:
+                await self.cancel_turn(fresh, action)
+        except Exception:               # noqa: BLE001 - a client that left: nothing to tell it
+            log.exception("could not cancel turn %s", turn.id)
 
-    @staticmethod
-    def _user_message(turn: Turn, message_id: str) -> dict:
-        message = {"role": "user", "content": turn.request.query, "id": message_id}
-        if turn.request.files:
-            message["files"] = turn.request.files
-        fork = turn.request.fork
-        if fork is not None:
-            # a fork runs a past turn again: the log says so (a client then need not show the old question
-            # as if it were asked again), with the question as edited when the fork changed `sys.query`
-            edited = ((fork.overrides.get(fork.component_id) or {}).get("inputs") or {}).get("sys.query")
-            message["fork"] = {"component_id": fork.component_id,
-                               **({"query": edited} if isinstance(edited, str) else {})}
-        return message
-
-    @staticmethod
-    def _collect(turn: Turn, event: dict) -> None:
-        """The answer as RAGFlow logs it: message text with the think markers put back."""
-        kind, data = event.get("event"), event.get("data") or {}
-        if kind == "message":
-            turn.content += message_text(data)
-        elif kind == "message_end" and isinstance(data.get("reference"), dict):
-            turn.reference.update(data["reference"])
-        elif kind == "workflow_finished" and isinstance(data.get("usage"), dict):
-            turn.usage = dict(data["usage"])
+    async def running_sessions(self) -> list[str]:
+        """Sessions with a queued or running turn (not to be deleted under it)."""
+        return list(dict.fromkeys(t.session_id for t in await self.store.open_turns()))

@@ -10,7 +10,8 @@ processes (or two requests) never run one session at once.
 `Store` gathers the tables, each kept in a module beside this one: `store_tokens.py`, `store_agents.py`
 (agents and tags), `store_versions.py`, `store_sessions.py` (sessions and message logs),
 `store_leases.py` (leases and cancellation), `store_webhooks.py` (webhook calls, events and rate-limit
-buckets); `store_records.py` holds the records they hand out and `store_sql.py` the SQLite and
+buckets), `store_turns.py` (every turn asked for, as the job engine runs it), `store_schedules.py` (agents
+run on a cron expression); `store_records.py` holds the records they hand out and `store_sql.py` the SQLite and
 PostgreSQL back ends. The names other modules use are importable from here.
 """
 from __future__ import annotations
@@ -26,10 +27,12 @@ from canvas2graph.server.backend.store_records import Agent, Session, StoreError
 from canvas2graph.server.backend.store_sessions import SessionTables
 from canvas2graph.server.backend.store_sql import PostgresTables, SqliteTables
 from canvas2graph.server.backend.store_tokens import TOKEN_PREFIX, TokenTables
+from canvas2graph.server.backend.store_schedules import SCHEMA as SCHEDULES_SCHEMA, Schedule, ScheduleTables
+from canvas2graph.server.backend.store_turns import SCHEMA as TURNS_SCHEMA, TurnTables
 from canvas2graph.server.backend.store_versions import MAX_DRAFT_VERSIONS, VersionTables
 from canvas2graph.server.backend.store_webhooks import WEBHOOK_CALLS_KEPT, WebhookTables, webhook_bucket
 
-__all__ = ["ADDED_COLUMNS", "Agent", "LEASE_SECONDS", "MAX_DRAFT_VERSIONS", "SCHEMA", "Session", "Store",
+__all__ = ["ADDED_COLUMNS", "Agent", "Schedule", "LEASE_SECONDS", "MAX_DRAFT_VERSIONS", "SCHEMA", "Session", "Store",
            "StoreError", "TOKEN_PREFIX", "Version", "WEBHOOK_CALLS_KEPT", "WebhookCall", "lease_owner_is_dead",
            "normalize_tags", "now_ms", "open_store", "process_owner", "sqlite_path", "webhook_bucket"]
 
@@ -66,6 +69,12 @@ SCHEMA = [
         PRIMARY KEY (call_id, seq))""",
     """CREATE TABLE IF NOT EXISTS c2g_rate_buckets (
         bucket TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, ts DOUBLE PRECISION NOT NULL)""",
+    *TURNS_SCHEMA,
+    *SCHEDULES_SCHEMA,
+    # each turn's events, where every process reads them (server/backend/jobs/event_log.py)
+    """CREATE TABLE IF NOT EXISTS c2g_turn_events (
+        turn_id TEXT NOT NULL, seq INTEGER NOT NULL, n INTEGER NOT NULL, events TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (turn_id, seq))""",
 ]
 
 # Columns added to tables after their first release: (table, column, definition). A database made by an
@@ -78,7 +87,8 @@ ADDED_COLUMNS = [
 ]
 
 
-class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables):
+class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables, TurnTables,
+            ScheduleTables):
     """Tenants' tokens, agents and sessions; `checkpointer` keeps the sessions' graph state."""
 
     def __init__(self, db, checkpointer, url: str):
@@ -92,13 +102,14 @@ def sqlite_path(url: str) -> str:
 
 
 @asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[Store]:
-    """The store and its checkpointer on one database: a SQLite path (or sqlite:///path) or a postgresql:// URL."""
+async def open_store(url: str, *, pool_size: int = 8) -> AsyncIterator[Store]:
+    """The store and its checkpointer on one database: a SQLite path (or sqlite:///path) or a postgresql:// URL
+    (with a pool of at most `pool_size` connections, shared by the store, the checkpointer and the job engine)."""
     if not url or url == ":memory:":
         raise StoreError("the server needs a database that outlives it: a SQLite file or a postgresql:// URL")
     if is_postgres(url):
         from canvas2graph.runtime.run.postgres_saver import CanvasPostgresSaver
-        db = PostgresTables(url)
+        db = PostgresTables(url, max_size=pool_size)
         await db.open()
         try:
             saver = CanvasPostgresSaver(conn=db.pool)

@@ -86,9 +86,10 @@ class AgentTables:
         return agent
 
     async def delete_agent(self, tenant: str, agent_id: str) -> bool:
-        """Delete an agent with its sessions and their checkpoints, its versions and its webhook log."""
+        """Delete an agent with its schedules, its sessions and their checkpoints, its versions and its webhook log."""
         if await self.get_agent(tenant, agent_id) is None:
             return False
+        await self.delete_agent_schedules(tenant, agent_id)
         await self.delete_sessions(tenant, await self.agent_session_ids(tenant, agent_id))
         await self.delete_versions_of(tenant, agent_id)
         await self.delete_webhook_log(tenant, agent_id)

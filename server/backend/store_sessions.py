@@ -109,12 +109,18 @@ class SessionTables:
         return owned
 
     async def append_messages(self, session_id: str, messages: list[dict], reference: dict | None = None) -> bool:
-        """Add to a session's message log; False when the session was deleted meanwhile.
-        Only the lease holder calls this, so read-then-write is safe."""
+        """Add to a session's message log; False when the session was deleted meanwhile. A message whose id
+        and role the log has already is left out (a turn taken over by another worker logs each once), and
+        so is the reference with it. Only the lease holder calls this, so read-then-write is safe."""
         rows = await self.db.fetchall("SELECT messages, reference FROM c2g_sessions WHERE id = ?", (session_id,))
         if not rows:
             return False
-        log = json.loads(rows[0]["messages"]) + messages
+        log = json.loads(rows[0]["messages"])
+        seen = {(m.get("id"), m.get("role")) for m in log if isinstance(m, dict) and m.get("id")}
+        new = [m for m in messages if not m.get("id") or (m["id"], m.get("role")) not in seen]
+        if not new:
+            return True
+        log += new
         refs = json.loads(rows[0]["reference"])
         if reference is not None:
             refs.append(reference)

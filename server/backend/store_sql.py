@@ -77,8 +77,11 @@ class PostgresTables:
 
     placeholder = "%s"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, max_size: int = 8):
+        if max_size < 2:
+            raise ValueError("a PostgreSQL pool needs 2 connections or more")
         self.url = url
+        self.max_size = max_size
         self.pool = None
 
     async def open(self) -> None:
@@ -86,7 +89,7 @@ class PostgresTables:
         from psycopg_pool import AsyncConnectionPool
         # one pool for the checkpointer and these tables; autocommit and no prepared statements are
         # what LangGraph's saver requires of its connections
-        self.pool = AsyncConnectionPool(self.url, min_size=1, max_size=8, open=False, timeout=30,
+        self.pool = AsyncConnectionPool(self.url, min_size=1, max_size=self.max_size, open=False, timeout=30,
                                         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
         await self.pool.open(wait=True, timeout=30)
 

@@ -2,14 +2,14 @@
 
 Each call is a session of its own (source "webhook"), checkpointed like any other, and a row of
 `c2g_webhook_calls` (who called, how the run went; test calls also keep every event, for RAGFlow's
-log polling). An `Immediately` call's run goes on in the background after the answer; a
-`Streaming` call waits for it.
+log polling). Its run is a durable turn (server/backend/jobs/): an `Immediately` call's run goes on in the
+background after the answer, on whichever worker takes it, and survives the death of the process that
+accepted it; a `Streaming` call waits for it.
 
-A server that stops or dies during a background run leaves the call `running` and the session at its
-last checkpoint. Every server sweeps for such calls (at startup and every `SWEEP_SECONDS`) and
-continues them: the Runner resumes the interrupted turn, or starts it when it never began. A call is
-taken over only when no live process runs its session; the session's lease keeps two servers from
-running it at once. A `Streaming` call whose server died is marked `interrupted`: its caller is gone.
+A call whose follower (the process that accepted it) died stays `running` in the log while its turn goes on.
+Every server sweeps for such calls (at startup and every `SWEEP_SECONDS`): a call whose turn has ended is
+recorded from the turn's end (and, for a test call, its events from the turn's event log); a `Streaming`
+call is marked `interrupted` (its caller is gone), its turn running on to its end.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from canvas2graph.server.backend.conversations import Conversations, SessionBusy, Turn
+from canvas2graph.server.backend.conversations import Conversations, Turn
 from canvas2graph.runtime.run.runner import TurnRequest
-from canvas2graph.runtime.graph.state import REQUEST
+from canvas2graph.server.backend.jobs.wire import TURN_EVENT
 from canvas2graph.server.backend.store import LEASE_SECONDS, Agent, Store, WebhookCall, lease_owner_is_dead
 from canvas2graph.server.backend.versions import dsl_for_new_session
 from canvas2graph.server.backend.webhook import IMMEDIATELY, run_inputs
@@ -32,7 +32,8 @@ log = logging.getLogger("canvas2graph.webhooks")
 
 SWEEP_SECONDS = LEASE_SECONDS
 ORPHAN_GRACE = 2 * LEASE_SECONDS      # a call another live process accepted is left alone this long
-OUTCOME_STATUS = {"finished": "finished", "paused": "paused", "stopped": "stopped", "cancelled": "cancelled"}
+OUTCOME_STATUS = {"finished": "finished", "paused": "paused", "stopped": "stopped", "cancelled": "cancelled",
+                  "failed": "failed", "rejected": "rejected"}
 
 
 @dataclass
@@ -87,7 +88,7 @@ class WebhookRuns:
         self.claimed.add(call.id)                       # not an orphan while it starts
         try:
             await self.store.add_webhook_call(call)
-            turn = await self.conversations.start(session, request)
+            turn = await self.conversations.start(session, request, source="webhook")
         except BaseException as e:
             self.claimed.discard(call.id)
             await asyncio.shield(self._end(call, "rejected", error=_reason(e)))
@@ -175,47 +176,43 @@ class WebhookRuns:
     async def _orphaned(self, call: WebhookCall) -> bool:
         if call.id in self.claimed or not call.session_id:
             return False
-        if await self.store.lease_is_live(call.session_id):
-            return False            # a live process runs it
         if call.owner == self.owner or (call.owner and lease_owner_is_dead(call.owner)):
             return True
         return time.time() - call.start_ts > ORPHAN_GRACE
 
     async def resume_orphans(self) -> int:
-        """Continue the background runs no live server follows; returns how many were taken over."""
-        taken = 0
+        """Record the calls no live server follows whose turns have ended; returns how many were settled."""
+        settled = 0
         for call in await self.store.running_webhook_calls():
             if not await self._orphaned(call):
                 continue
             if call.mode != IMMEDIATELY:
                 await self._end(call, "interrupted", error="the server stopped during the run; its caller was gone")
                 continue
-            if await self._resume(call):
-                taken += 1
-        return taken
+            if await self._settle(call):
+                settled += 1
+        return settled
 
-    async def _resume(self, call: WebhookCall) -> bool:
-        session = await self.store.get_session(call.tenant, call.session_id or "")
-        if session is None:
-            await self._end(call, "failed", error="the call's session was deleted")
+    async def _settle(self, call: WebhookCall) -> bool:
+        """Record a call from its turn, once that has ended (it runs on in a worker meanwhile)."""
+        turns = await self.store.session_turns(call.tenant, call.session_id or "", limit=1)
+        if not turns:
+            await self._end(call, "failed", error="the call's run was lost (its session or turn was deleted)")
+            return True
+        turn = turns[0]
+        if turn.open:
             return False
-        saved = await self.store.checkpointer.aget_tuple({"configurable": {"thread_id": session.id}})
-        if saved is not None and not (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open"):
-            await self._end(call, "finished")       # it ended before its server could record it
-            return False
-        self.claimed.add(call.id)
-        try:
-            turn = await self.conversations.start(session, TurnRequest(**call.request))
-        except SessionBusy:
-            self.claimed.discard(call.id)           # another server took it first
-            return False
-        except Exception as e:      # noqa: BLE001
-            self.claimed.discard(call.id)
-            await self._end(call, "failed", error=_reason(e))
-            return False
-        await self.store.update_webhook_call(call.id, owner=self.owner)
-        log.info("continuing webhook call %s of agent %s (session %s)", call.id, call.agent_id, session.id)
-        self.follow(call, turn)
+        status = OUTCOME_STATUS.get({"rolled_back": "cancelled", "interrupted": "cancelled"}.get(turn.status, turn.status),
+                                    "failed")
+        ok = status in ("finished", "paused")
+        if call.is_test:            # the events its follower could not record, from the turn's event log
+            events = [e for e in await self.conversations.events.read_all(turn.id) if e.get("event") != TURN_EVENT]
+            recorded = await self.store.next_event_seq(call.id)
+            await self.store.add_webhook_events(call.id, recorded, [(time.time(), e) for e in events[recorded:]])
+            await self._trace_end(call, max(recorded, len(events)), success=ok,
+                                  error=None if ok else (turn.error or "the run was cancelled", "ComponentError"))
+        await self._end(call, status, error=None if ok else (turn.error or "the run was cancelled"))
+        log.info("recorded webhook call %s of agent %s from its turn (%s)", call.id, call.agent_id, turn.status)
         return True
 
 

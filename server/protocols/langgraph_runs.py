@@ -1,30 +1,30 @@
 """LangGraph Server's runs, as turns of canvas2graph sessions.
 
-A run is one turn, started through the same machinery as RAGFlow's completions (`Conversations.start`:
-the session's lease, one turn at a time, cancellation across processes), with the LangGraph stream modes
-the client asked for passed on raw (`TurnRequest.stream_modes`, `runtime/run/events.py` RAW_EVENT). Each run
-is consumed by a task of this process into a list of SSE frames, so a streamed run, `runs.wait`,
-`runs.join` and `runs.join_stream` all read the same run; its status is kept in `c2g_lg_runs`, so another
-server process can list, join and cancel it.
+A run is one turn, queued as a durable job through the same machinery as RAGFlow's completions
+(`Conversations.submit`: the thread's turns one at a time in arrival order, `multitask_strategy` for a busy
+thread, cancellation from any process), with the LangGraph stream modes the client asked for passed on raw
+(`TurnRequest.stream_modes`, `runtime/run/events.py` RAW_EVENT). The run's row is the turn's
+(`c2g_turns`, its LangGraph fields in `options`) and its stream is the turn's event log, so a streamed run,
+`runs.wait`, `runs.join` and `runs.join_stream` read the same run from any server process, and a run
+outlives the process that accepted it.
 """
 from __future__ import annotations
 
-import asyncio
-import json
 import uuid
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from fastapi import Request
 
-from canvas2graph.server.backend.conversations import Turn
-from canvas2graph.runtime.run.runner import TurnRequest
-from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
 from canvas2graph.runtime.run.steps import ForkPlan
-from canvas2graph.server.errors import ApiError
+from canvas2graph.runtime.services.models import ModelConfigError
+from canvas2graph.runtime.services.scripted import ScriptError
+from canvas2graph.server.backend.conversations import SessionBusy
+from canvas2graph.server.backend.store import Agent, Session
+from canvas2graph.server.backend.store_turns import TurnRecord
 from canvas2graph.server.protocols import common
-from canvas2graph.server.protocols.langgraph_views import RUN_STATUS, dumps, now, sse
+from canvas2graph.server.protocols.langgraph_views import dumps, sse
+from canvas2graph.types import CompileError, UsageError
 
 # stream modes langgraph-sdk asks for -> the LangGraph stream mode (runtime/run/events.py raw mode) they need.
 # `messages-tuple` sends LangGraph's (message chunk, metadata) pairs as they come; `messages` sends them as
@@ -33,9 +33,6 @@ from canvas2graph.server.protocols.langgraph_views import RUN_STATUS, dumps, now
 STREAM_MODES = {"values": "values", "updates": "updates", "messages-tuple": "messages", "messages": "messages",
                 "custom": "custom", "events": "events", "debug": "debug", "tasks": "tasks",
                 "checkpoints": "checkpoints"}
-RUNS_KEPT = 1000                # finished runs whose frames this process keeps for join_stream
-RUNS_KEPT_BYTES = 64 << 20      # and at most so many bytes of their frames (`events` frames hold the state)
-JOIN_POLL_SECONDS = 0.25        # how often a join looks at a run that another process runs
 
 
 class LangGraphError(Exception):
@@ -55,7 +52,7 @@ def stream_modes(value: Any) -> list[str]:
     return modes
 
 
-def _input_request(value: Any) -> dict[str, Any]:
+def input_fields(value: Any) -> dict[str, Any]:
     """A run's `input` as a turn request's fields: the canvas's input (`query`, `inputs`, `files`,
     `user_id`), or a chat UI's `messages` (the last human message is the query)."""
     if not isinstance(value, dict):
@@ -102,149 +99,99 @@ async def turn_request(request: Request, session: Session, body: dict, modes: li
         turn = common.form_request({"query": "" if resume is None else str(resume)}, {}, pause)
         turn.stream_modes, turn.run_id = raw, run_id
         return turn
-    fields = _input_request(body["input"]) if body.get("input") is not None else {}
+    fields = input_fields(body["input"]) if body.get("input") is not None else {}
     return TurnRequest(**fields, stream_modes=raw, run_id=run_id)
 
 
-@dataclass
-class Run:
-    row: dict
-    tenant: str
-    frames: list[bytes] = field(default_factory=list)
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    result: common.TurnResult | None = None
-    turn: Turn | None = None
-    task: asyncio.Task | None = None
-    size: int = 0                       # bytes of its frames
-
-    @property
-    def run_id(self) -> str:
-        return self.row["run_id"]
+RUN_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 
-class Runs:
-    """The runs of this process, and their records in the database."""
+async def start_run(request: Request, tenant: str, session: Session, agent: Agent, body: dict) -> TurnRecord:
+    """Queue a run's turn behind the thread's earlier ones, by its `multitask_strategy` (LangGraph's default,
+    "reject", refuses a busy thread with 409 at once). Refused before anything is queued when the thread's DSL
+    or models are broken, or the body is."""
+    modes = stream_modes(body.get("stream_mode"))
+    strategy = body.get("multitask_strategy") or "reject"
+    if strategy not in RUN_STRATEGIES:
+        raise LangGraphError(422, f"multitask_strategy {strategy!r} is not one of {', '.join(RUN_STRATEGIES)}")
+    run_id = str(uuid.uuid4())
+    wanted = await turn_request(request, session, body, modes, run_id)
+    options = {"assistant_id": agent.id, "metadata": body.get("metadata") or {}, "multitask_strategy": strategy,
+               "stream_mode": modes, "on_disconnect": body.get("on_disconnect") or "continue"}
+    conversations = request.app.state.conversations
+    try:
+        await conversations.preflight(session)
+        return await conversations.submit(session, wanted, source="langgraph", options=options, strategy=strategy)
+    except SessionBusy as e:
+        raise LangGraphError(409, f"{e} (multitask_strategy \"reject\"; \"enqueue\" waits for it)")
+    except (CompileError, ModelConfigError, ScriptError, UsageError, TurnRejected) as e:
+        raise LangGraphError(422, str(e))
 
-    def __init__(self) -> None:
-        self.local: OrderedDict[str, Run] = OrderedDict()
-        self.kept_bytes = 0             # of the frames of the runs in `local`
 
-    async def start(self, request: Request, tenant: str, session: Session, agent: Agent, body: dict) -> Run:
-        """Start a run's turn (refused before anything runs: a busy thread, a form without its answer) and
-        a task that reads it to its end."""
-        store = request.app.state.store
-        modes = stream_modes(body.get("stream_mode"))
-        run_id = str(uuid.uuid4())
-        wanted_turn = await turn_request(request, session, body, modes, run_id)
-        metadata = body.get("metadata") or {}
-        row = {"run_id": run_id, "thread_id": session.id, "tenant": tenant, "assistant_id": agent.id,
-               "status": "pending", "metadata": json.dumps(metadata, default=str),
-               "multitask_strategy": body.get("multitask_strategy") or "reject", "created_at": now(),
-               "updated_at": now()}
-        await store.db.execute(
-            "INSERT INTO c2g_lg_runs (run_id, thread_id, tenant, assistant_id, status, metadata, multitask_strategy, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(row.values()))
-        run = Run(row=row, tenant=tenant)
+async def frames(request: Request, record: TurnRecord, session: Session, *, asker: bool,
+                 modes: list[str] | None = None, after: int | None = None) -> AsyncIterator[bytes]:
+    """A run's SSE stream, from its first event, whichever process runs it: its metadata, then its frames
+    in the stream modes it was asked for (or `modes`, among those), each numbered by its event's place in
+    the run (`after`: only those after that number, a client's `Last-Event-ID`), then an error frame if it
+    failed. A reader that leaves stops the run only when it asked for it and said `on_disconnect="cancel"`."""
+    modes = modes or list(record.options.get("stream_mode") or ["values"])
+    turn = request.app.state.conversations.attach(record, session, asker=asker)
+    turn.asker = asker and record.options.get("on_disconnect") == "cancel"
+    converter = FrameConverter(modes)
+    if after is None:
+        yield sse("metadata", {"run_id": record.id, "attempt": max(record.attempts, 1)})
+    finished, position = False, 0
+    try:
+        result = common.TurnResult(session_id=session.id)
         try:
-            run.turn = await common.start(request, session, wanted_turn)
-        except ApiError as e:
-            await self._record(store, run, "error")
-            raise LangGraphError(409 if e.status == 409 else 422, e.message)
-        await self._record(store, run, "running")
-        self.local[run.run_id] = run
-        self.forget_finished()
-        run.task = asyncio.create_task(self._consume(store, run, modes), name=f"langgraph-run-{run.run_id}")
-        return run
+            async for batch in turn.batches():
+                out = []
+                for event in batch:
+                    common.add_event(result, event)
+                    position += 1
+                    pieces = converter.frames(event, position)
+                    if after is None or position > after:
+                        out += pieces
+                if out:
+                    yield b"".join(out)
+        except Exception as e:      # noqa: BLE001 - the run crashed: told in the stream
+            result.status, result.error = "failed", f"{type(e).__name__}: {e}"
+        else:
+            result.status, result.error = turn.outcome.status, turn.outcome.error
+        failed = error_value(result)
+        if failed is not None:
+            yield sse("error", failed)
+        finished = True
+    finally:
+        if not finished:
+            turn.cancel()
 
-    @staticmethod
-    async def _record(store, run: Run, status: str) -> None:
-        run.row["status"], run.row["updated_at"] = status, now()
-        await store.db.execute("UPDATE c2g_lg_runs SET status = ?, updated_at = ? WHERE run_id = ?",
-                               (status, run.row["updated_at"], run.run_id))
 
-    async def _consume(self, store, run: Run, modes: list[str]) -> None:
-        wanted = {STREAM_MODES[m] for m in modes}
-        whole_messages: dict[str, Any] = {}        # `messages` mode: each message so far, by its id
+class FrameConverter:
+    """RAGFlow's and LangGraph's events of a turn -> LangGraph Server's SSE frames for the modes asked for."""
 
-        async def on_event(event: dict) -> None:
-            if event.get("event") != "langgraph" or event.get("mode") not in wanted:
-                return
-            mode, data = event["mode"], event["data"]
-            if mode == "messages":
-                if "messages-tuple" in modes:
-                    await self._add(run, sse("messages", list(data)))       # (message chunk, metadata)
-                else:
-                    for name, value in message_frames(whole_messages, *data):
-                        await self._add(run, sse(name, value))
-                return
-            if mode == "values" and event.get("interrupts") and isinstance(data, dict):
-                data = {**data, "__interrupt__": event["interrupts"]}      # as LangGraph Server sends a pause
-            await self._add(run, sse(mode, data))
+    def __init__(self, modes: list[str]):
+        self.modes = modes
+        self.wanted = {STREAM_MODES[m] for m in modes}
+        self.whole_messages: dict[str, Any] = {}     # `messages` mode: each message so far, by its id
 
-        try:
-            run.result = await common.run_to_end(run.turn, on_event)
-            if run.result.status in ("failed", "stopped"):
-                await self._add(run, sse("error", {"error": "RunError", "message": run.result.error or "the run failed"}))
-            await asyncio.shield(self._record(store, run, RUN_STATUS.get(run.result.status, "error")))
-        finally:
-            run.done.set()
-            async with run.changed:
-                run.changed.notify_all()
-            self.forget_finished()
+    def frames(self, event: dict, event_id: int | None = None) -> list[bytes]:
+        if event.get("event") != "langgraph" or event.get("mode") not in self.wanted:
+            return []
+        mode, data = event["mode"], event["data"]
+        if mode == "messages":
+            if "messages-tuple" in self.modes:
+                return [sse("messages", list(data), event_id)]       # (message chunk, metadata)
+            return [sse(name, value, event_id) for name, value in message_frames(self.whole_messages, *data)]
+        if mode == "values" and event.get("interrupts") and isinstance(data, dict):
+            data = {**data, "__interrupt__": event["interrupts"]}      # as LangGraph Server sends a pause
+        return [sse(mode, data, event_id)]
 
-    def forget_finished(self, keep: int = RUNS_KEPT, keep_bytes: int = RUNS_KEPT_BYTES) -> None:
-        """Drop the frames of the oldest finished runs beyond `keep` runs or `keep_bytes` bytes (a run still
-        running keeps its own and those after it); their records stay in the database."""
-        while self.local and (len(self.local) > keep or self.kept_bytes > keep_bytes):
-            oldest = next(iter(self.local.values()))
-            if not oldest.done.is_set():
-                break
-            self.local.popitem(last=False)
-            self.kept_bytes -= oldest.size
 
-    async def _add(self, run: Run, frame: bytes) -> None:
-        async with run.changed:
-            run.frames.append(frame)
-            run.size += len(frame)
-            if self.local.get(run.run_id) is run:
-                self.kept_bytes += len(frame)
-            run.changed.notify_all()
-
-    async def frames(self, run: Run, *, cancel_on_disconnect: bool = False) -> AsyncIterator[bytes]:
-        """The run's SSE stream: its metadata, then every frame from the first, until it ends."""
-        yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
-        sent, finished = 0, False
-        try:
-            while True:
-                async with run.changed:
-                    await run.changed.wait_for(lambda: len(run.frames) > sent or run.done.is_set())
-                    batch = run.frames[sent:]
-                if batch:
-                    sent += len(batch)
-                    yield b"".join(batch)
-                elif run.done.is_set():
-                    finished = True
-                    return
-        finally:
-            if not finished and cancel_on_disconnect and run.turn is not None:
-                run.turn.cancel()
-
-    async def wait_done(self, store, tenant: str, run_id: str, timeout: float = 3600) -> dict | None:
-        """Wait for a run to end, here or in another process; its record, or None when there is none."""
-        run = self.local.get(run_id)
-        if run is not None and run.tenant == tenant:
-            await run.done.wait()
-            return run.row
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            rows = await store.db.fetchall("SELECT * FROM c2g_lg_runs WHERE tenant = ? AND run_id = ?", (tenant, run_id))
-            if not rows:
-                return None
-            if rows[0]["status"] not in ("pending", "running") or loop.time() > deadline:
-                return rows[0]
-            await asyncio.sleep(JOIN_POLL_SECONDS)
+async def wait_end(request: Request, record: TurnRecord, session: Session) -> common.TurnResult:
+    """Read a run to its end (here, or in whichever process runs it), without stopping it if the caller leaves."""
+    turn = request.app.state.conversations.attach(record, session, asker=False)
+    return await common.run_to_end(turn)
 
 
 def message_frames(seen: dict[str, Any], message: Any, metadata: dict) -> list[tuple[str, Any]]:
@@ -272,4 +219,5 @@ def error_value(result: common.TurnResult | None) -> dict | None:
     return {"error": "RunError", "message": result.error or "the run failed"}
 
 
-__all__ = ["LangGraphError", "Run", "Runs", "STREAM_MODES", "dumps", "error_value", "message_frames", "stream_modes"]
+__all__ = ["FrameConverter", "LangGraphError", "RUN_STRATEGIES", "STREAM_MODES", "dumps", "error_value", "frames",
+           "message_frames", "start_run", "stream_modes", "wait_end"]

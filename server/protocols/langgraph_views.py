@@ -1,6 +1,6 @@
 """LangGraph Server's JSON shapes (langgraph-sdk's `schema.py`) for canvas2graph's agents, sessions and
 checkpoints: assistants, threads, thread states, runs and stream parts, and the records kept for threads
-and runs beside the sessions (`c2g_lg_threads`, `c2g_lg_runs`, in the server's database)."""
+beside the sessions (`c2g_lg_threads`, in the server's database; a run is a turn's row, `c2g_turns`)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from canvas2graph.server.backend.store import Agent
+from canvas2graph.server.backend.store_turns import TurnRecord
 from canvas2graph.server.protocols import common
 
 SCHEMA = [
@@ -18,16 +19,12 @@ SCHEMA = [
         thread_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, metadata TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS c2g_lg_threads_tenant ON c2g_lg_threads (tenant, created_at)",
-    """CREATE TABLE IF NOT EXISTS c2g_lg_runs (
-        run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, tenant TEXT NOT NULL, assistant_id TEXT NOT NULL,
-        status TEXT NOT NULL, metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS c2g_lg_runs_thread ON c2g_lg_runs (tenant, thread_id, created_at)",
 ]
 
 # the run statuses of LangGraph Server, from how a turn ended
-RUN_STATUS = {"finished": "success", "paused": "success", "cancelled": "interrupted", "stopped": "error",
-              "failed": "error"}
+RUN_STATUS = {"queued": "pending", "running": "running", "finished": "success", "paused": "success",
+              "cancelled": "interrupted", "interrupted": "interrupted", "rolled_back": "interrupted", "stopped": "error",
+              "failed": "error", "rejected": "error"}
 
 
 def iso(seconds: float | None) -> str | None:
@@ -109,11 +106,15 @@ def thread_view(row: dict, state: dict | None, status: str) -> dict:
             "status": status, "values": (state or {}).get("values") or {}, "interrupts": interrupts}
 
 
-def run_view(row: dict) -> dict:
-    return {"run_id": row["run_id"], "thread_id": row["thread_id"], "assistant_id": row["assistant_id"],
-            "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]), "status": row["status"],
-            "metadata": json.loads(row["metadata"]) if isinstance(row["metadata"], str) else row["metadata"],
-            "multitask_strategy": row["multitask_strategy"], "kwargs": {}}
+def run_view(turn: TurnRecord, assistant_id: str | None = None) -> dict:
+    """A turn as LangGraph Server's `Run` (a turn asked through RAGFlow's API is a run of its thread too)."""
+    options = turn.options or {}
+    updated = turn.ended_at or turn.started_at or turn.created_at
+    return {"run_id": turn.id, "thread_id": turn.session_id,
+            "assistant_id": options.get("assistant_id") or assistant_id, "created_at": iso(turn.created_at),
+            "updated_at": iso(updated), "status": RUN_STATUS.get(turn.status, "error"),
+            "metadata": options.get("metadata") or {}, "multitask_strategy": options.get("multitask_strategy") or "reject",
+            "kwargs": {}}
 
 
 def final_values(state: dict) -> dict:
@@ -124,8 +125,10 @@ def final_values(state: dict) -> dict:
     return values
 
 
-def sse(event: str, data: Any) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + dumps(data) + b"\n\n"
+def sse(event: str, data: Any, event_id: int | None = None) -> bytes:
+    """An SSE frame; `event_id` numbers it in its run's stream (`join_stream` resumes after a `Last-Event-ID`)."""
+    head = b"event: " + event.encode() + (b"\nid: " + str(event_id).encode() if event_id is not None else b"")
+    return head + b"\ndata: " + dumps(data) + b"\n\n"
 
 
 def now() -> float:

@@ -133,9 +133,11 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
 @router.delete("/agents/{agent_id}", summary="Delete an agent with its sessions")
 async def delete_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    for session_id, turn in list(request.app.state.conversations.turns.items()):
-        if turn.session.agent_id == agent_id and turn.session.tenant == tenant_id:
-            turn.cancel()
+    conversations = request.app.state.conversations
+    running = set(await conversations.running_sessions())
+    for session_id in await store(request).agent_session_ids(tenant_id, agent_id):
+        if session_id in running:
+            await conversations.cancel(tenant_id, session_id)
     await store(request).delete_agent(tenant_id, agent_id)
     return ok(True)
 
@@ -188,6 +190,7 @@ async def get_session(request: Request, agent_id: str, session_id: str, tenant_i
 
 async def _delete_sessions(request: Request, tenant_id: str, agent_id: str, ids: list[str]) -> dict:
     conversations = request.app.state.conversations
+    running = set(await conversations.running_sessions())
     owned, errors = [], []
     for i, sid in enumerate(dict.fromkeys(ids)):
         if i % 200 == 199:          # thousands of ids: let the server answer other requests meanwhile
@@ -197,8 +200,8 @@ async def _delete_sessions(request: Request, tenant_id: str, agent_id: str, ids:
             errors.append(f"The agent doesn't own the session {sid}")
         else:
             owned.append(sid)
-            if sid in conversations.turns:
-                conversations.turns[sid].cancel()
+            if sid in running:
+                await conversations.cancel(tenant_id, sid)
     deleted = await store(request).delete_sessions(tenant_id, owned)
     if errors and not deleted:
         raise data_error("; ".join(errors))

@@ -141,6 +141,25 @@ async def openai_completions(request: Request, agent_id: str, body: OpenAIComple
     return await _run_openai(request, tenant_id, agent_id, body)
 
 
+@router.get("/agents/{agent_id}/sessions/{session_id}/stream",
+            summary="Re-attach to a session's turn: its events from the first, as the completion streamed them")
+async def reattach(request: Request, agent_id: str, session_id: str, message_id: str | None = None,
+                   tenant_id: str = Depends(tenant)):
+    """The session's running turn (else its newest, or the one of `message_id`) as the SSE stream its completion
+    sent, from its first event, whichever process runs it: a client whose connection (or API process) was lost
+    reads the rest of the answer here. Leaving this stream does not stop the turn. The events of an ended turn
+    are kept for an hour."""
+    session = await _session_of(request, tenant_id, agent_id, session_id)
+    turns = await store(request).session_turns(tenant_id, session_id, limit=50)
+    found = next((t for t in turns if t.message_id == message_id), None) if message_id else \
+        next((t for t in turns if t.open), turns[0] if turns else None)
+    if found is None:
+        raise not_found(f"a turn of session {session_id}" + (f" with message id {message_id}" if message_id else ""))
+    turn = request.app.state.conversations.attach(found, session, asker=False)
+    style = "agent" if session.source == "agent" else "events"
+    return await answer(turn, stream=True, style=style)
+
+
 @router.post("/tasks/{task_id}/cancel", summary="Cancel a session's running turn (task id = session id)")
 async def cancel(request: Request, task_id: str, tenant_id: str = Depends(tenant)):
     if await store(request).get_session(tenant_id, task_id) is None:

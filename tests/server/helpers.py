@@ -161,6 +161,33 @@ class Server:
         self.stop()
 
 
+class Worker(Server):
+    """`canvas2graph worker` in its own process: runs the turns `serve --workers 0` processes queue on PostgreSQL.
+    Ready once its `/ready` probe answers (its worker takes jobs)."""
+
+    def start(self) -> "Worker":
+        self.port = free_port()
+        env = {**(os.environ if self.env is None else self.env), "PYTHONPATH": str(REPO)}
+        env.pop("CANVAS2GRAPH_LLM_SCRIPT", None)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                CLI + ["worker", "--db", self.db, "--llm-script", str(self.script_path), "--health-port", str(self.port),
+                       "--log-level", "warning", *self.extra],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the worker exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                if httpx.get(self.url + "/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"the worker was not ready within 60 s:\n{self.log.read_text()}")
+
+
 def make_token(db: str, tenant: str) -> str:
     out = subprocess.run(CLI + ["tokens", "create", "--tenant", tenant, "--db", db], cwd=REPO,
                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -190,14 +217,14 @@ class Api:
     def session(self, agent_id: str) -> dict:
         return self.ok("POST", f"/agents/{agent_id}/sessions", {})
 
-    def stream_text(self, path: str, body: dict) -> str:
-        with self.http.stream("POST", path, json=body) as response:
+    def stream_text(self, path: str, body: dict | None, method: str = "POST") -> str:
+        with self.http.stream(method, path, json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             return response.read().decode()
 
-    def stream(self, path: str, body: dict) -> list[dict]:
+    def stream(self, path: str, body: dict | None, method: str = "POST") -> list[dict]:
         """The events of an SSE reply, after checking RAGFlow's framing."""
-        text = self.stream_text(path, body)
+        text = self.stream_text(path, body, method)
         assert SSE_STREAM.match(text), text[-500:]
         return [json.loads(frame[len("data:"):]) for frame in text.split("\n\n") if frame and frame != "data:[DONE]"]
 

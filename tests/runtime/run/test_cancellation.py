@@ -52,7 +52,7 @@ async def test_cancel_stops_at_the_next_node_boundary_and_the_session_goes_on():
                 events.append(e)
                 if e["event"] == "node_started" and e["data"]["component_id"] == "LLM:A":
                     # cancel while LLM:A waits for its model: it finishes, LLM:B never starts
-                    asyncio.get_running_loop().call_later(0.1, runner.cancel)
+                    asyncio.get_running_loop().call_later(0.1, lambda: runner.cancel(at_once=False))
 
         await consume()
         assert runner.outcome.status == "cancelled"
@@ -64,6 +64,35 @@ async def test_cancel_stops_at_the_next_node_boundary_and_the_session_goes_on():
 
         again = [e async for e in runner.run_turn("s", TurnRequest(query="again"))]
     assert runner.outcome.status == "finished"
+    assert [e["data"]["component_id"] for e in again if e["event"] == "node_finished"] == ["begin", "LLM:A", "LLM:B"]
+
+
+async def test_cancel_at_once_stops_a_model_mid_answer_and_the_session_goes_on():
+    script = Script.load({"auto_reply": "answer {n}"})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(two_llms()), saver, SlowFactory(script), script)
+        events, cancelled_at = [], []
+
+        async def consume():
+            async for e in runner.run_turn("s", TurnRequest(query="go")):
+                events.append(e)
+                if e["event"] == "node_started" and e["data"]["component_id"] == "LLM:A":
+                    # cancel while LLM:A waits 0.3 s for its model: it stops there, unfinished
+                    def cancel():
+                        cancelled_at.append(asyncio.get_running_loop().time())
+                        runner.cancel()
+                    asyncio.get_running_loop().call_later(0.05, cancel)
+
+        await consume()
+        took = asyncio.get_running_loop().time() - cancelled_at[0]
+        assert runner.outcome.status == "cancelled"
+        assert took < 0.2, f"the cancel took {took:.2f} s"          # the model's 0.3 s were not waited for
+        finished = [(e["data"]["component_id"], e["data"]["error"]) for e in events if e["event"] == "node_finished"]
+        assert finished == [("begin", None), ("LLM:A", "Task has been canceled")]
+        assert events[-1]["data"]["outputs"] == "Task has been canceled"
+        again = [e async for e in runner.run_turn("s", TurnRequest(query="again"))]
+    assert runner.outcome.status == "finished" and runner.outcome.resumed is None
+    assert again[0]["event"] == "workflow_started"
     assert [e["data"]["component_id"] for e in again if e["event"] == "node_finished"] == ["begin", "LLM:A", "LLM:B"]
 
 

@@ -164,6 +164,49 @@ async def test_a_loop_cut_off_mid_turn_reports_its_node_finished_once_in_the_tur
     assert resumed[-1]["data"]["outputs"]["content"] == "n=3"
 
 
+async def test_a_message_to_a_session_whose_turn_was_interrupted_is_answered_after_that_turn_not_instead(tmp_path):
+    # the process running turn 2 died mid-loop; the next request asks a question of its own
+    db = str(tmp_path / "sessions.db")
+    compiled = compile_dsl(counting_loop(3))
+    async with open_checkpointer(db) as saver:
+        await run(Runner(compiled, saver, ModelFactory()), "s", "first")
+        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query="second"))
+        cut: list[dict] = []
+        async for event in turn:
+            cut.append(event)
+            if names(cut).count("node_finished:VariableAssigner:Inc") == 2:
+                break
+        await turn.aclose()
+    async with open_checkpointer(db) as saver:
+        runner = Runner(compiled, saver, ModelFactory())
+        events = await run(runner, "s", "third")
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": "s"}})).values
+    # the interrupted turn finishes first, under its own message id, then the new question is a turn of its own
+    ends = [i for i, e in enumerate(events) if e["event"] == "workflow_finished"]
+    assert len(ends) == 2 and "workflow_started" not in names(events[:ends[0]])
+    assert {e["message_id"] for e in events[:ends[0] + 1]} == {cut[0]["message_id"]}
+    assert events[ends[0] + 1]["event"] == "workflow_started" and events[-1]["message_id"] != cut[0]["message_id"]
+    assert runner.outcome.status == "finished" and runner.outcome.extra["finished_first"] == cut[0]["message_id"]
+    assert [content if role == "user" else "answer" for role, content in state[HISTORY]] == [
+        "first", "answer", "second", "answer", "third", "answer"]
+    assert state["globals"]["sys.conversation_turns"] == 3
+
+
+async def test_an_empty_request_only_finishes_the_interrupted_turn(tmp_path):
+    db = str(tmp_path / "sessions.db")
+    compiled = compile_dsl(counting_loop(3))
+    async with open_checkpointer(db) as saver:
+        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query="go"))
+        async for event in turn:
+            if event["event"] == "node_finished" and event["data"]["component_id"] == "VariableAssigner:Inc":
+                break
+        await turn.aclose()
+    async with open_checkpointer(db) as saver:
+        runner = Runner(compiled, saver, ModelFactory())
+        events = await run(runner, "s", "")
+    assert names(events).count("workflow_finished") == 1 and runner.outcome.resumed == "interruption"
+
+
 def sink_beside_a_join() -> dict:
     """begin -> [Message:A (ends there), Message:B -> Message:J, Message:C -> Message:J]."""
     def message(text: str, downstream: list[str]) -> dict:

@@ -257,11 +257,27 @@ async def test_a_cancelled_turn():
         runner = Runner(compile_dsl(two_llms()), saver, SlowFactory(s), s)
         async for event in runner.run_turn("c", TurnRequest(query="go")):
             if event["event"] == "node_started" and event["data"]["component_id"] == "LLM:A":
-                asyncio.get_running_loop().call_later(0.1, runner.cancel)
+                asyncio.get_running_loop().call_later(0.1, lambda: runner.cancel(at_once=False))
         await run(runner, "c", TurnRequest(query="again"))
         turns = await atrace(runner.graph, config("c"))
     assert [t["status"] for t in turns] == ["cancelled", "finished"]
     assert ids(turns[0]) == ["begin", "LLM:A", "LLM:B"]
+    assert turns[0]["steps"][-1]["error"] == "Task has been canceled"
+
+
+async def test_a_turn_cancelled_mid_run():
+    # cancelled at once while LLM:A waits for its model: its step shows the cancel, LLM:B never ran
+    from tests.runtime.run.test_cancellation import SlowFactory, two_llms
+    s = Script.load({"auto_reply": "answer {n}"})
+    async with open_checkpointer(None) as saver:
+        runner = Runner(compile_dsl(two_llms()), saver, SlowFactory(s), s)
+        async for event in runner.run_turn("c", TurnRequest(query="go")):
+            if event["event"] == "node_started" and event["data"]["component_id"] == "LLM:A":
+                asyncio.get_running_loop().call_later(0.1, runner.cancel)
+        await run(runner, "c", TurnRequest(query="again"))
+        turns = await atrace(runner.graph, config("c"))
+    assert [t["status"] for t in turns] == ["cancelled", "finished"]
+    assert ids(turns[0]) == ["begin", "LLM:A"]
     assert turns[0]["steps"][-1]["error"] == "Task has been canceled"
 
 

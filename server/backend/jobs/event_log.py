@@ -1,0 +1,224 @@
+"""Each turn's events, written by the worker that runs it and read by any API process that streams it.
+
+A worker appends a turn's events in batches (`append`); a reader follows them from any position
+(`follow`), so a client's stream does not depend on where its turn runs, a client that lost its connection
+(or whose API process died) re-attaches from the start, and LangGraph's `join_stream` works from any
+process. A turn's log ends with its `end` record (`wire.TURN_EVENT`). Events are kept in `c2g_turn_events`,
+in the sessions' database, for a while after the turn ended (`prune`, called by the engine's upkeep).
+
+What differs between the databases is how a reader learns that a batch came:
+- `SqliteEventLog` (the embedded default: one process runs the turns and serves them): the append wakes the
+  readers of this process at once;
+- `PostgresEventLog` (several processes): each batch's row is written with a NOTIFY on `c2g_events`; every
+  process LISTENs on one connection of its own and wakes the readers of that turn. A batch small enough
+  travels in the notification itself, so a reader that is up to date reads no row.
+Either way a reader also looks at the table every `POLL_SECONDS`, so a notification lost to a reconnect (or
+a second process on one SQLite file) delays it, never stalls it.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from canvas2graph.server.backend.jobs.wire import TURN_EVENT, decode, encode
+
+log = logging.getLogger("canvas2graph.events")
+
+CHANNEL = "c2g_events"
+POLL_SECONDS = 1.0              # a reader looks at the table at least this often (lost notifications)
+NOTIFY_MAX = 7000               # PostgreSQL's payload limit is 8000 bytes: larger batches are read from the table
+
+
+def ends(events: list[dict]) -> bool:
+    """Whether a batch holds its turn's `end` record."""
+    return any(e.get("event") == TURN_EVENT and e.get("kind") == "end" for e in events)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A reader waiting for a turn's next batch; batches that came in notifications wait here for it."""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    batches: dict[int, list[dict]] = field(default_factory=dict)
+
+    def put(self, seq: int, events: list[dict] | None) -> None:
+        if events is not None:
+            self.batches[seq] = events
+        self.changed.set()
+
+    def take(self, position: int) -> list[tuple[int, list[dict]]]:
+        """The batches from `position` on, if they came without a gap."""
+        found = []
+        while position in self.batches:
+            events = self.batches.pop(position)
+            found.append((position, events))
+            position += len(events)
+        for seq in [s for s in self.batches if s < position]:
+            del self.batches[seq]
+        return found
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for a batch (or a wake-up); False when `timeout` passed without one."""
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self.changed.clear()
+        return True
+
+
+class EventLog:
+    """The table both logs keep, and `follow`, written once over it and the waiters appends wake."""
+
+    def __init__(self, db: Any):
+        self.db = db                    # server.backend.store_sql: SqliteTables or PostgresTables
+        self.waiters: dict[str, set[_Waiter]] = {}
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def append(self, turn_id: str, seq: int, events: list[dict]) -> int:
+        """Add a batch at position `seq` (the count of the turn's events before it); returns the next position."""
+        await self.db.execute("INSERT INTO c2g_turn_events (turn_id, seq, n, events, created_at) VALUES (?, ?, ?, ?, ?) "
+                              "ON CONFLICT (turn_id, seq) DO NOTHING",
+                              (turn_id, seq, len(events), encode(events).decode(), time.time()))
+        self._wake(turn_id, seq, events)
+        return seq + len(events)
+
+    def _wake(self, turn_id: str, seq: int, events: list[dict] | None) -> None:
+        for waiter in self.waiters.get(turn_id, ()):
+            waiter.put(seq, events)
+
+    async def next_seq(self, turn_id: str) -> int:
+        """How many events the turn has logged (where the next batch goes)."""
+        rows = await self.db.fetchall("SELECT seq + n AS next FROM c2g_turn_events WHERE turn_id = ? "
+                                      "ORDER BY seq DESC LIMIT 1", (turn_id,))
+        return rows[0]["next"] if rows else 0
+
+    async def forget(self, turn_ids: list[str]) -> None:
+        if turn_ids:
+            marks = ", ".join("?" * len(turn_ids))
+            await self.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN ({marks})", tuple(turn_ids))
+
+    async def prune(self, ended_before: float) -> None:
+        """Drop the events of turns that ended before `ended_before`."""
+        await self.db.execute("DELETE FROM c2g_turn_events WHERE created_at < ? AND turn_id IN "
+                              "(SELECT id FROM c2g_turns WHERE ended_at < ?)", (ended_before, ended_before))
+
+    async def _read(self, turn_id: str, start: int) -> list[tuple[int, list[dict]]]:
+        rows = await self.db.fetchall("SELECT seq, events FROM c2g_turn_events WHERE turn_id = ? AND seq + n > ? "
+                                      "ORDER BY seq", (turn_id, start))
+        return [(r["seq"], decode(r["events"])) for r in rows]
+
+    async def read_all(self, turn_id: str) -> list[dict]:
+        """Every event the turn has logged so far."""
+        return [e for _seq, events in await self._read(turn_id, 0) for e in events]
+
+    async def follow(self, turn_id: str, start: int = 0,
+                     settled: Callable[[], Awaitable[dict | None]] | None = None) -> AsyncIterator[list[dict]]:
+        """The turn's events from position `start`, batch by batch, until its `end` record (included).
+
+        `settled()`, asked when nothing came for `POLL_SECONDS`, gives the turn's end from its row once it has
+        ended: a turn whose end record is not in the log (its events were dropped, or its process died while
+        logging it) then ends its readers with that instead of leaving them waiting."""
+        waiter = _Waiter()      # listening before the first read: nothing appended meanwhile is missed
+        self.waiters.setdefault(turn_id, set()).add(waiter)
+        position = start
+        try:
+            while True:
+                batches = waiter.take(position) or await self._read(turn_id, position)
+                for seq, events in batches:
+                    if seq + len(events) <= position:
+                        continue            # read twice (a notification and the table)
+                    if seq > position:
+                        break               # a gap: read the table again
+                    events = events[position - seq:]
+                    position += len(events)
+                    yield events
+                    if ends(events):
+                        return
+                else:
+                    if batches:
+                        continue
+                    if await waiter.wait(POLL_SECONDS) or settled is None:
+                        continue
+                    end = await settled()
+                    if end is not None and not await self._read(turn_id, position):
+                        yield [end]
+                        return
+        finally:
+            found = self.waiters.get(turn_id)
+            if found is not None:
+                found.discard(waiter)
+                if not found:
+                    del self.waiters[turn_id]
+
+
+class SqliteEventLog(EventLog):
+    """The embedded default: appends wake this process's readers."""
+
+
+class PostgresEventLog(EventLog):
+    """Rows and a NOTIFY per batch; a LISTEN of this process's own wakes its readers."""
+
+    def __init__(self, db: Any):
+        super().__init__(db)
+        self._listener: asyncio.Task | None = None
+        self.listening = asyncio.Event()
+
+    async def start(self) -> None:
+        self._listener = asyncio.create_task(self._listen(), name="event-log-listener")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.listening.wait(), 10)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+
+    async def _listen(self) -> None:
+        import psycopg
+        delay = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.db.url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
+                    delay = 0.1
+                    self._wake_all()            # what was missed while not listening is read from the table
+                    async for note in conn.notifies():
+                        self._notified(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:              # the database went away: listen again once it is back
+                self.listening.clear()
+                self._wake_all()
+                log.warning("event log listener lost its connection (%s); reconnecting", e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _notified(self, payload: str) -> None:
+        turn_id, seq, rest = (payload.split("\t", 2) + ["", ""])[:3]
+        if turn_id in self.waiters:
+            self._wake(turn_id, int(seq), decode(rest) if rest else None)
+
+    def _wake_all(self) -> None:
+        for turn_id in list(self.waiters):
+            self._wake(turn_id, -1, None)
+
+    async def append(self, turn_id: str, seq: int, events: list[dict]) -> int:
+        data = encode(events).decode()
+        note = f"{turn_id}\t{seq}\t{data}" if len(data) + len(turn_id) < NOTIFY_MAX else f"{turn_id}\t{seq}"
+        # the row and its notification in one statement (one transaction: readers are woken once it is visible)
+        await self.db.execute(
+            "WITH added AS (INSERT INTO c2g_turn_events (turn_id, seq, n, events, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (turn_id, seq) DO NOTHING RETURNING 1) SELECT pg_notify(?, ?) FROM added",
+            (turn_id, seq, len(events), data, time.time(), CHANNEL, note))
+        return seq + len(events)

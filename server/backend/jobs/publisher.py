@@ -1,0 +1,99 @@
+"""A running turn's events on their way to the event log, and the answer they add up to.
+
+`Publisher` takes events as the turn makes them and appends them to the log in batches: whatever came while
+the previous batch was being written goes in the next one, so a busy turn writes one batch per round trip,
+never one per token, and a quiet one writes each event at once.
+
+`AnswerFold` adds the events up to what the message log keeps: the answer's text (think markers put back),
+its references and usage. A turn taken over by another worker streams again the step that was running when
+its worker died; what that step had streamed is dropped at the `attempt` record, so the answer holds it once.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from canvas2graph.server.backend.answer_text import message_text
+from canvas2graph.server.backend.jobs.event_log import EventLog
+from canvas2graph.server.backend.jobs.wire import TURN_EVENT
+
+
+class Publisher:
+    def __init__(self, log: EventLog, turn_id: str, seq: int = 0):
+        self.log, self.turn_id, self.seq = log, turn_id, seq
+        self.buffer: list[dict] = []
+        self.ready = asyncio.Event()
+        self.error: BaseException | None = None
+        self._task = asyncio.create_task(self._flush_forever(), name=f"publish-{turn_id}")
+
+    def put(self, event: dict) -> None:
+        self.buffer.append(event)
+        self.ready.set()
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await self.ready.wait()
+            await self._flush()
+
+    async def _flush(self) -> None:
+        self.ready.clear()
+        batch, self.buffer = self.buffer, []
+        if not batch:
+            return
+        try:
+            self.seq = await self.log.append(self.turn_id, self.seq, batch)
+        except Exception as e:      # noqa: BLE001 - the database is away: keep them for the next try
+            self.buffer = batch + self.buffer
+            self.error = e
+            await asyncio.sleep(0.5)
+            self.ready.set()
+
+    async def close(self, timeout: float = 60.0) -> None:
+        """Write what is left (retrying while the database is away, up to `timeout` seconds)."""
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.buffer and asyncio.get_running_loop().time() < deadline:
+            await self._flush()
+        if self.buffer:
+            raise RuntimeError(f"turn {self.turn_id}: {len(self.buffer)} events could not be logged ({self.error})")
+
+
+@dataclass
+class AnswerFold:
+    """What a turn's events add up to, per message id (a turn finishing an interrupted one first has two)."""
+    answers: dict[str, str] = field(default_factory=dict)        # message id -> text streamed and kept
+    tails: dict[str, str] = field(default_factory=dict)          # ... streamed since its last finished component
+    reference: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
+    started: bool = False
+
+    def add(self, event: dict) -> None:
+        kind, data = event.get("event"), event.get("data") or {}
+        if kind == TURN_EVENT:
+            if event.get("kind") == "attempt":
+                self.tails.clear()          # what a dead worker's step had streamed is streamed again
+            return
+        self.started = True
+        message_id = event.get("message_id") or ""
+        if kind == "message":
+            self.tails[message_id] = self.tails.get(message_id, "") + message_text(data)
+        elif kind == "node_finished":
+            self._keep(message_id)
+        elif kind == "message_end" and isinstance(data.get("reference"), dict):
+            self.reference.update(data["reference"])
+        elif kind == "workflow_finished":
+            self._keep(message_id)
+            if isinstance(data.get("usage"), dict):
+                self.usage = dict(data["usage"])
+
+    def _keep(self, message_id: str) -> None:
+        self.answers[message_id] = self.answers.get(message_id, "") + self.tails.pop(message_id, "")
+
+    def answer(self, message_id: str) -> str:
+        return self.answers.get(message_id, "") + self.tails.get(message_id, "")
+
+    def message_ids(self) -> list[str]:
+        return list(dict.fromkeys([*self.answers, *self.tails]))

@@ -1,0 +1,306 @@
+"""A turn run as a job: what a worker does with the turn the engine hands it.
+
+`TurnWorker.run(turn_id, abort_reason)` takes the turn's row up (one more attempt), runs it with the
+Runner over the session's checkpoints, streams its events into the event log, logs the user's message and
+the answer in the session's message log (each once, by message id, however many attempts it takes) and
+records how it ended. Whichever attempt it is, the checkpoint tells where the turn stands:
+- its newest checkpoint is another turn's: the turn has not started; it runs its request;
+- it is this turn's and the turn is open: a worker died mid-turn; it continues from that checkpoint
+  (what completed is not run again; the step that was running streams again);
+- it is this turn's and the turn is over: only what was left to record is recorded.
+
+Cancellation comes as the engine's abort (`abort_reason() == "user_request"`): the turn stops at once and
+ends as RAGFlow ends a cancelled one. A worker that stops (SIGTERM) hands its turns back instead
+(`HandedBack`): their checkpoints stay, and another worker continues them.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any, Callable
+
+from canvas2graph.compiler.canvas import compile_dsl
+from canvas2graph.runtime.graph.state import REQUEST
+from canvas2graph.runtime.run.events import MESSAGE_ID
+from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRejected, TurnRequest
+from canvas2graph.runtime.services.observability import tracing_enabled
+from canvas2graph.server.backend.jobs.event_log import EventLog, ends
+from canvas2graph.server.backend.jobs.publisher import AnswerFold, Publisher
+from canvas2graph.server.backend.jobs.rollback import roll_back
+from canvas2graph.server.backend.jobs.wire import turn_event
+from canvas2graph.server.backend.store import LEASE_SECONDS, Session, Store
+from canvas2graph.server.backend.store_turns import TurnRecord
+
+log = logging.getLogger("canvas2graph.worker")
+
+MAX_ATTEMPTS = 3                # a turn whose worker died this often is failed, not taken up again
+RENEW_SECONDS = LEASE_SECONDS / 4
+CANCEL_POLL_SECONDS = 0.25      # how soon a cancel asked through another process's engine stops a turn here
+# turns starting at once; the others wait for a slot. On SQLite a start is all CPU on the event loop
+# (statements run in place), so starting two at once is no faster than one after the other and only delays
+# the tokens of running streams (200 concurrent streams: p99 98 ms with 8, 21 ms with 1); on PostgreSQL a
+# start waits on the network, so several overlap.
+MAX_STARTING = {"sqlite": 1, "postgresql": 8}
+# how a cancel asked for ends a turn, by the action asked (LangGraph's multitask strategies included)
+CANCEL_STATUS = {"cancel": "cancelled", "interrupt": "interrupted", "rollback": "rolled_back"}
+
+ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
+
+
+class HandedBack(Exception):
+    """The worker stops: its turn goes back to the queue, for another worker to continue."""
+
+
+class TurnWorker:
+    """Runs the turns the engine hands this process."""
+
+    def __init__(self, store: Store, events: EventLog, models: ModelSource,
+                 services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None, owner: str, *,
+                 max_starting: int | None = None):
+        self.store, self.events, self.models, self.owner = store, events, models, owner
+        self.services = services if callable(services) else dict(services or {})
+        postgres = (store.url or "").startswith(("postgresql://", "postgres://"))
+        self._starting = asyncio.Semaphore(max_starting or MAX_STARTING["postgresql" if postgres else "sqlite"])
+        self.running: dict[str, Runner] = {}          # turn id -> its runner, while it runs here
+        self.sessions: dict[str, str] = {}            # turn id -> its session (the leases this worker holds)
+        self.cancel_actions: dict[str, str] = {}      # turn id -> the cancel asked for ("interrupt", ...)
+        self._renewer: asyncio.Task | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    async def __aenter__(self) -> "TurnWorker":
+        self._renewer = asyncio.create_task(self._watch_forever(), name="turn-watch")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+
+    async def _watch_forever(self) -> None:
+        """Renew the leases of running turns, and stop those a cancel was asked for through the database (the
+        engine's abort is quicker, but reaches only the processes of its own engine: on SQLite, one)."""
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            if not self.running:
+                continue
+            try:
+                for turn_id, action in (await self.store.turn_cancels(list(self.running))).items():
+                    if turn_id not in self.cancel_actions:
+                        self.cancel_actions[turn_id] = action
+                        self.cancel_here(turn_id, action)
+                if time.monotonic() - renewed >= RENEW_SECONDS and self.sessions:
+                    await self.store.renew_leases(self.owner, list(self.sessions.values()))
+                    renewed = time.monotonic()
+            except Exception:           # noqa: BLE001 - a database hiccup must not end the watch
+                log.exception("watching the running turns failed")
+
+    # --- one turn -------------------------------------------------------------------------------
+    async def run(self, turn_id: str, abort_reason: Callable[[], Any]) -> None:
+        """The job's body. Raises `HandedBack` when the worker stops before the turn ends."""
+        # the turn runs in a task of its own: the engine's abort (a cancel) or stop cancels this one, at any
+        # point, and the turn then ends as a cancelled one or is handed back, never left half taken up
+        inner = asyncio.create_task(self._take_up(turn_id), name=f"turn-{turn_id}")
+        try:
+            await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            reason = getattr(abort_reason(), "value", abort_reason())
+            if reason == "user_request":
+                turn = await self.store.get_turn(turn_id)
+                action = (turn.cancel if turn is not None else None) or "cancel"
+                self.cancel_actions[turn_id] = action
+                self.cancel_here(turn_id, action)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(inner), 30)
+                return
+            inner.cancel()              # the worker stops: the checkpoint keeps the turn for another one
+            with contextlib.suppress(BaseException):
+                await inner
+            turn = await self.store.get_turn(turn_id)
+            await self.store.update_turn(turn_id, status="queued", owner=None, only_open=True)
+            if turn is not None:
+                with contextlib.suppress(Exception):
+                    await self.store.release_lease(turn.session_id, self.owner)
+            raise HandedBack(f"turn {turn_id} handed back: its worker stopped") from None
+
+    async def _take_up(self, turn_id: str) -> None:
+        turn = await self.store.claim_turn(turn_id, self.owner)
+        if turn is None:
+            return                      # it ended meanwhile (cancelled while queued, say)
+        if turn.cancel:
+            self.cancel_actions.setdefault(turn_id, turn.cancel)    # cancelled as it was taken up: it stops at once
+        await self._run(turn)
+
+    def cancel_here(self, turn_id: str, action: str = "cancel") -> bool:
+        runner = self.running.get(turn_id)
+        if runner is None:
+            return False
+        self.cancel_actions[turn_id] = action   # read when the turn ends (its status)
+        runner.cancel()
+        return True
+
+    async def _run(self, turn: TurnRecord) -> None:
+        publisher = Publisher(self.events, turn.id, await self.events.next_seq(turn.id))
+        fold = AnswerFold()
+        if turn.attempts > 1:
+            for event in await self.events.read_all(turn.id):
+                fold.add(event)
+            if any(ends([e]) for e in await self.events.read_all(turn.id)):
+                await self._settle_logged(turn)         # ended before its worker could record it
+                await publisher.close()
+                return
+        attempt = turn_event("attempt", attempt=turn.attempts, owner=self.owner)
+        publisher.put(attempt)
+        fold.add(attempt)
+        end: dict[str, Any] = {}
+        try:
+            end = await self._drive(turn, publisher, fold)
+        except BaseException as e:
+            if isinstance(e, asyncio.CancelledError):
+                await publisher.close()
+                raise
+            end = {"status": "failed", "error": _reason(e), "error_type": type(e).__name__}
+            if not isinstance(e, TurnFailed):
+                log.exception("turn %s of session %s failed", turn.id, turn.session_id)
+        finally:
+            self.running.pop(turn.id, None)
+            self.cancel_actions.pop(turn.id, None)
+            if self.sessions.pop(turn.id, None) is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.store.release_lease(turn.session_id, self.owner))
+        await self._finish(turn, publisher, fold, end)
+
+    async def _drive(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold) -> dict[str, Any]:
+        session = await self.store.get_session(turn.tenant, turn.session_id)
+        if session is None:
+            return {"status": "failed", "error": f"session {turn.session_id} was deleted", "error_type": "Deleted"}
+        try:
+            runner = await self._runner(session)
+        except Exception as e:          # noqa: BLE001 - the DSL no longer compiles, a model is not configured
+            return {"status": "rejected", "error": _reason(e), "error_type": type(e).__name__,
+                    **_diagnostics(e)}
+        request = await self._request(turn, runner)
+        if request is None:             # over already, with nothing left to stream
+            return {"status": await self._status_now(turn, runner)}
+        self.running[turn.id] = runner
+        if turn.id in self.cancel_actions:      # asked before it started: it ends as it starts
+            runner.cancel()
+        await self._lease(session.id)
+        self.sessions[turn.id] = session.id
+        logged_question = False
+        events = runner.run_turn(session.id, request)
+        try:
+            async with self._starting:          # the costly part of a turn is its start, up to its first event
+                event = await anext(events, None)
+            while event is not None:
+                if not logged_question and event.get("message_id") == turn.message_id:
+                    logged_question = True
+                    await self._log_question(turn, session)
+                fold.add(event)
+                publisher.put(event)
+                event = await anext(events, None)
+        except TurnRejected as e:
+            return {"status": "rejected", "error": str(e), "error_type": "TurnRejected"}
+        finally:
+            await events.aclose()
+        outcome = runner.outcome
+        status = outcome.status
+        if status == "cancelled":
+            status = CANCEL_STATUS.get(self.cancel_actions.pop(turn.id, "cancel"), "cancelled")
+        return {"status": status, "error": outcome.error, "resumed": outcome.resumed,
+                "usage": outcome.extra.get("usage") or {}}
+
+    async def _runner(self, session: Session) -> Runner:
+        compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)
+        models, script = self.models()
+        services = self.services(compiled) if callable(self.services) else self.services
+        # the tenant scopes what the run may read on its behalf (uploaded files: canvas2graph.runtime.services.files)
+        services = {**services, "tenant": session.tenant}
+        name = ""
+        if session.agent_id and tracing_enabled():
+            agent = await self.store.get_agent(session.tenant, session.agent_id)
+            name = agent.title if agent is not None else ""
+        runner = await asyncio.to_thread(lambda: Runner(compiled, self.store.checkpointer, models, script,
+                                                        services=services, name=name, tenant=session.tenant))
+        runner.preflight()
+        return runner
+
+    async def _request(self, turn: TurnRecord, runner: Runner) -> TurnRequest | None:
+        """What to run: the turn's request; or, once the turn has checkpointed a step, only its continuation
+        (None when it is over)."""
+        request = TurnRequest.from_dict({**turn.request, "message_id": turn.message_id})
+        saved = await self.store.checkpointer.aget_tuple({"configurable": {"thread_id": turn.session_id}})
+        if saved is None or (saved.metadata or {}).get(MESSAGE_ID) != turn.message_id or request.fork is not None:
+            return request
+        if (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open") \
+                and not any(w[1] == "__interrupt__" for w in saved.pending_writes or ()):
+            return TurnRequest(continue_interrupted=True, message_id=turn.message_id,
+                               stream_modes=request.stream_modes, run_id=request.run_id)
+        return None
+
+    async def _status_now(self, turn: TurnRecord, runner: Runner) -> str:
+        return "paused" if await runner.waiting_for(turn.session_id) is not None else "finished"
+
+    async def _lease(self, session_id: str) -> None:
+        """Hold the session's lease (API requests that change a session's state take it too). A live holder
+        renews it, and is waited for; one that died lets go when its lease expires."""
+        waited = time.monotonic()
+        while not await self.store.acquire_lease(session_id, self.owner):
+            if time.monotonic() - waited > 60:
+                log.warning("session %s: still waiting for another process to let it go", session_id)
+                waited = time.monotonic()
+            await asyncio.sleep(0.1)
+
+    async def _log_question(self, turn: TurnRecord, session: Session) -> None:
+        request = turn.request
+        message: dict[str, Any] = {"role": "user", "content": request.get("query") or "", "id": turn.message_id}
+        if request.get("files"):
+            message["files"] = request["files"]
+        fork = request.get("fork")
+        if fork is not None:
+            # a fork runs a past turn again: the log says so (a client then need not show the old question
+            # as if it were asked again), with the question as edited when the fork changed `sys.query`
+            edited = (((fork.get("overrides") or {}).get(fork.get("component_id")) or {}).get("inputs") or {}).get(
+                "sys.query")
+            message["fork"] = {"component_id": fork.get("component_id"),
+                               **({"query": edited} if isinstance(edited, str) else {})}
+        await self.store.append_messages(session.id, [message])
+
+    async def _finish(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold, end: dict[str, Any]) -> None:
+        status = end.get("status") or "failed"
+        if fold.started and status != "rejected":
+            for message_id in fold.message_ids():
+                answer = {"role": "assistant", "content": fold.answer(message_id), "created_at": time.time(),
+                          "id": message_id}
+                if not await self.store.append_messages(turn.session_id, [answer], fold.reference):
+                    # deleted while it ran: drop what the turn checkpointed after the deletion
+                    with contextlib.suppress(Exception):
+                        await self.store.checkpointer.adelete_thread(turn.session_id)
+        if status == "rolled_back":
+            await roll_back(self.store, turn)
+        record = {k: v for k, v in end.items() if v is not None}
+        publisher.put(turn_event("end", **{**record, "status": status, "usage": end.get("usage") or fold.usage}))
+        await publisher.close()
+        await self.store.end_turn(turn.id, status, end.get("error"))
+        if turn.options.get("on_run_completed") == "delete":    # a LangGraph cron's thread of its own
+            await self.store.delete_sessions(turn.tenant, [turn.session_id])
+
+    async def _settle_logged(self, turn: TurnRecord) -> None:
+        """The turn's end record is in the log: its row says so too."""
+        for event in reversed(await self.events.read_all(turn.id)):
+            if ends([event]):
+                await self.store.end_turn(turn.id, event.get("status") or "failed", event.get("error"))
+                return
+
+
+
+def _reason(error: BaseException) -> str:
+    return str(error) or type(error).__name__
+
+
+def _diagnostics(error: BaseException) -> dict[str, Any]:
+    found = getattr(error, "diagnostics", None)
+    return {"diagnostics": [d.to_dict() for d in found]} if found else {}
