@@ -102,26 +102,29 @@ class SharedTaskStore(VersionedTaskStore):
         """Write `task` over `prev_version` (a first write when MISSING); a stale version raises
         `ConcurrentTaskModificationError`. A cancel overwrites any unfinished version, as the SDK asks."""
         store = self.store_of()
+        logged = None if event is None else event_bytes(event)
         if task.status.state == TaskState.TASK_STATE_CANCELED:
-            number = await self._cancel(store, task, context)
+            number = await self._cancel(store, task, context, logged)
         else:
             number = version_number(prev_version) + 1
             row = self._row(task, context, number)
-            written = await (store.insert_a2a_task(row) if number == 1 else store.replace_a2a_task(row, number - 1))
+            if number > 1:
+                written = await store.replace_a2a_task(row, number - 1, logged)
+            elif written := await store.insert_a2a_task(row):
+                if logged is not None:
+                    await store.add_a2a_event(task.id, number, logged, row.updated_at)
             if not written:
                 raise ConcurrentTaskModificationError(task.id)
-        if event is not None:
-            await store.add_a2a_event(task.id, number, event_bytes(event), time.time())
         self._maybe_sweep(store)
         return RowVersion(number)
 
-    async def _cancel(self, store: Store, task: Task, context: ServerCallContext) -> int:
+    async def _cancel(self, store: Store, task: Task, context: ServerCallContext, logged: bytes | None) -> int:
         tenant, agent_id = self.scope(context)
         for _ in range(CANCEL_ATTEMPTS):
             current = await store.a2a_task(tenant, agent_id, task.id)
             if current is None or TaskState.Value(current.state) in TERMINAL_TASK_STATES:
                 raise ConcurrentTaskModificationError(task.id)
-            if await store.replace_a2a_task(self._row(task, context, current.version + 1), current.version):
+            if await store.replace_a2a_task(self._row(task, context, current.version + 1), current.version, logged):
                 return current.version + 1
         raise ConcurrentTaskModificationError(task.id)      # others kept writing: the caller reloads
 

@@ -219,6 +219,10 @@ async def test_a2a_tasks_are_written_by_compare_and_set_and_kept_per_tenant_and_
         assert await store.replace_a2a_task(a2a_row(alice, version=2, task_id=row.id), prev_version=1) is False
         assert await store.replace_a2a_task(a2a_row(bob, version=3, task_id=row.id), prev_version=2) is False
         assert await store.a2a_task_head(row.id) == (2, "TASK_STATE_COMPLETED", "ctx")
+        # a write logs the event that made it, and a refused one logs nothing
+        assert await store.replace_a2a_task(a2a_row(alice, version=3, task_id=row.id), 2, b"made 3") is True
+        assert await store.replace_a2a_task(a2a_row(alice, version=3, task_id=row.id), 2, b"stale") is False
+        assert await store.a2a_events(row.id, 0) == [(3, b"made 3")]
         assert await store.delete_a2a_task(bob, "agent", row.id) is False
         assert await store.delete_a2a_task(alice, "agent", row.id) is True
         assert await store.a2a_task_by_id(row.id) is None
