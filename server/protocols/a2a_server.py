@@ -26,12 +26,13 @@ from typing import Any
 from a2a.helpers.proto_helpers import new_data_part, new_message, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.request_handler import validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskUpdater
 from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill, CancelTaskRequest,
-                       HTTPAuthSecurityScheme, Role, SecurityScheme, Task, TaskState)
+                       HTTPAuthSecurityScheme, Role, SecurityScheme, SubscribeToTaskRequest, Task, TaskState)
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from google.protobuf.json_format import MessageToDict
@@ -40,7 +41,7 @@ from starlette.authentication import SimpleUser
 from canvas2graph.server.backend.store import Agent
 from canvas2graph.server.errors import ApiError
 from canvas2graph.server.protocols import common
-from canvas2graph.server.protocols.a2a_tasks import SharedEventStream, SharedTaskStore
+from canvas2graph.server.protocols.a2a_tasks import SharedEventStream, SharedTaskStore, follow
 
 ROUTE = "/api/v1/agents/{agent_id}/a2a"
 CARD_ROUTE = ROUTE + "/.well-known/agent-card.json"
@@ -81,11 +82,16 @@ def task_scope(context: ServerCallContext) -> tuple[str, str]:
 
 
 class CanvasRequestHandler(DefaultRequestHandler):
-    """The SDK's handler, with `tasks/cancel` reaching the turn wherever it runs.
+    """The SDK's handler, with `tasks/cancel` reaching the turn wherever it runs and `tasks/resubscribe`
+    following the task through the database wherever it runs.
 
     The SDK cancels a task that runs in another process by writing `canceled` over it, which that
     process sees at its next write; the turn itself is also told through the database (as RAGFlow's
     cancel route does), so it stops at its next node boundary even while no event is being written."""
+
+    def __init__(self, *, tasks: SharedTaskStore, events: SharedEventStream, **options: Any):
+        super().__init__(task_store=tasks, event_stream=events, **options)
+        self.tasks, self.events = tasks, events
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         task = await super().on_cancel_task(params, context)
@@ -93,6 +99,11 @@ class CanvasRequestHandler(DefaultRequestHandler):
             call = context.state[STATE_KEY]
             await call["request"].app.state.conversations.cancel(call["tenant"], task.context_id)
         return task
+
+    @validate_request_params
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest, context: ServerCallContext):
+        async for event in follow(self.tasks, self.events, params.id, context):
+            yield event
 
 
 def _message_values(message) -> dict[str, Any]:
@@ -222,8 +233,8 @@ def install(app: FastAPI) -> None:
                          capabilities=AgentCapabilities(streaming=True),
                          default_input_modes=["text/plain"], default_output_modes=["text/plain"])
     store_of = lambda: app.state.store         # noqa: E731 - opened by the app's lifespan, after install
-    handler = CanvasRequestHandler(agent_executor=CanvasExecutor(), task_store=SharedTaskStore(store_of, task_scope),
-                                   event_stream=SharedEventStream(store_of), agent_card=template,
+    handler = CanvasRequestHandler(agent_executor=CanvasExecutor(), tasks=SharedTaskStore(store_of, task_scope),
+                                   events=SharedEventStream(store_of), agent_card=template,
                                    interrupted_task_timeout=PARKED_SECONDS)
     dispatch = create_jsonrpc_routes(handler, rpc_url=ROUTE, context_builder=_CallContextBuilder(),
                                      enable_v0_3_compat=True)[0].endpoint

@@ -27,9 +27,10 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERM
 from a2a.server.cluster import (ConcurrentTaskModificationError, StoredTask, TaskEventStream, TaskVersion,
                                 VersionedEvent, VersionedTaskStore)
 from a2a.server.context import ServerCallContext
-from a2a.types import ListTasksRequest, ListTasksResponse, StreamResponse, Task, TaskState
+from a2a.types import (ListTasksRequest, ListTasksResponse, Message, StreamResponse, Task, TaskState,
+                       TaskStatusUpdateEvent)
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from a2a.utils.proto_utils import to_stream_response
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.message import DecodeError
@@ -227,3 +228,26 @@ class SharedEventStream(TaskEventStream):
             elif time.monotonic() - moved > STALL_SECONDS and not await store.lease_is_live(context_id):
                 log.warning("A2A task %s stopped without finishing; its stream ends", task_id)
                 return
+
+
+async def follow(tasks: SharedTaskStore, stream: SharedEventStream, task_id: str,
+                 context: ServerCallContext) -> AsyncGenerator[Any, None]:
+    """`SubscribeToTask` through the database, wherever the task runs: the task as stored, then its events up
+    to its end or pause. (The SDK taps the in-memory runner of the process instead whenever that process has
+    one, and a process keeps the runner of a task it paused while another process answers it: a
+    subscription there would wait for events that never come.)"""
+    stored = await tasks.get(task_id, context)
+    if stored is None:
+        raise TaskNotFoundError
+    if stored.task.status.state in TERMINAL_TASK_STATES:
+        raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: "
+                                                f"{TaskState.Name(stored.task.status.state)}")
+    yield stored.task
+    if stored.task.status.state in INTERRUPTED_TASK_STATES:
+        return                  # nothing runs until someone answers it
+    async for versioned in stream.subscribe(task_id, after=stored.version):
+        event = versioned.event
+        yield event
+        if isinstance(event, Message) or (isinstance(event, TaskStatusUpdateEvent | Task) and (
+                event.status.state in TERMINAL_TASK_STATES or event.status.state in INTERRUPTED_TASK_STATES)):
+            return

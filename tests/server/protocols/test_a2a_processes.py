@@ -12,7 +12,7 @@ from a2a.helpers.proto_helpers import get_message_text
 from a2a.types import CancelTaskRequest, GetTaskRequest, ListTasksRequest, SubscribeToTaskRequest, TaskState
 
 from tests.runtime.checkpointers import postgres_url
-from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, FINAL, TIPS, Api, Server, chat_answer, make_token, wait_for
+from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, FINAL, TIPS, Api, Server, chat_answer, cpn, make_token, wait_for
 from tests.server.protocols.conftest import PACED_SCRIPT, long_dsl
 from tests.server.protocols.test_a2a_server import a2a, last_task, user
 
@@ -136,6 +136,35 @@ async def test_a_task_running_on_one_process_is_followed_to_its_end_on_the_other
     for server in servers:
         refused = rpc(server, agent_id, alice.token, "SubscribeToTask", {"id": task_id})
         assert refused.json()["error"]["code"] == UNSUPPORTED
+
+
+def form_then_long_dsl(steps: int = 10) -> dict:
+    """begin -> UserFillUp:Ask (pauses for `feedback`) -> LLM:S1 -> ... -> LLM:S<steps> -> Message:M."""
+    dsl = long_dsl(steps)
+    dsl["components"]["begin"] = cpn("Begin", {}, ["UserFillUp:Ask"])
+    dsl["components"]["UserFillUp:Ask"] = cpn("UserFillUp", {"enable_tips": True, "tips": "Go on?", "inputs": {
+        "feedback": {"type": "line", "name": "Feedback", "optional": False}}}, ["LLM:S1"])
+    return dsl
+
+
+async def test_a_paused_task_answered_on_the_other_process_is_followed_on_the_first(servers, alice):
+    one, other = servers
+    agent_id = alice.agent(form_then_long_dsl())
+    async with a2a(one, agent_id, alice.token, streaming=False) as client:
+        paused = await last_task(client, user("go"))
+    async with a2a(one, agent_id, alice.token) as first:
+        assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # a paused task streams nothing until answered: its subscription gives the task and ends
+        alone = [r async for r in first.subscribe(SubscribeToTaskRequest(id=paused.id))]
+        assert [r.task.status.state for r in alone] == [TaskState.TASK_STATE_INPUT_REQUIRED]
+        async with a2a(other, agent_id, alice.token) as second:
+            answer = user(data={"feedback": "yes"}, context_id=paused.context_id, task_id=paused.id)
+            stream, _task, _context = await stream_until(second, answer, "LLM:S2")
+            await stream.aclose()
+        # the first process holds a runner of the task from its pause: the stream still follows the other's run
+        followed = [r async for r in first.subscribe(SubscribeToTaskRequest(id=paused.id))]
+    assert followed[0].task.status.state == TaskState.TASK_STATE_WORKING
+    assert followed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 async def test_another_tenant_finds_no_task_on_the_other_process(servers, alice, bob):
