@@ -21,6 +21,7 @@ database wherever it runs) and `tasks/resubscribe` (the events the running proce
 """
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_data_part, new_message, new_task_from_user_message, new_text_part
@@ -101,7 +102,8 @@ class CanvasRequestHandler(DefaultRequestHandler):
         return task
 
     @validate_request_params
-    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest, context: ServerCallContext):
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
+                                   context: ServerCallContext) -> AsyncGenerator[Any, None]:
         async for event in follow(self.tasks, self.events, params.id, context):
             yield event
 
