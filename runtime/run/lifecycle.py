@@ -145,6 +145,7 @@ async def _delete_batch(store, ids: list[str]) -> None:
     """One batch: the server rows, then the checkpoints and writes, one statement per table."""
     marks = ", ".join("?" * len(ids))
     await store.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(ids))
+    await store.delete_a2a_tasks_in(ids)        # the A2A tasks that ran them (a context is a session)
     if is_postgres(store.url):
         present = {r["t"] for r in await _rows(store, "SELECT table_name AS t FROM information_schema.tables "
                                                       "WHERE table_schema = current_schema()")}

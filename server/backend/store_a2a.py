@@ -25,6 +25,7 @@ A2A_SCHEMA = [
         updated_at DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS c2g_a2a_tasks_list ON c2g_a2a_tasks (tenant, agent_id, status_ns, id)",
     "CREATE INDEX IF NOT EXISTS c2g_a2a_tasks_updated ON c2g_a2a_tasks (updated_at)",
+    "CREATE INDEX IF NOT EXISTS c2g_a2a_tasks_context ON c2g_a2a_tasks (context_id)",
     """CREATE TABLE IF NOT EXISTS c2g_a2a_events (
         task_id TEXT NOT NULL, version BIGINT NOT NULL, event BYTEA NOT NULL, created_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (task_id, version))""",
@@ -133,6 +134,16 @@ class A2ATables:
         if deleted:
             await self.db.execute("DELETE FROM c2g_a2a_events WHERE task_id = ?", (task_id,))
         return bool(deleted)
+
+    async def delete_a2a_tasks_of(self, tenant: str, agent_id: str) -> None:
+        """Forget an agent's tasks (the agent is being deleted)."""
+        await self.db.execute("DELETE FROM c2g_a2a_tasks WHERE tenant = ? AND agent_id = ?", (tenant, agent_id))
+
+    async def delete_a2a_tasks_in(self, context_ids: list[str]) -> None:
+        """Forget the tasks of these contexts (their sessions are being deleted, with every trace of them)."""
+        if context_ids:
+            marks = ", ".join("?" * len(context_ids))
+            await self.db.execute(f"DELETE FROM c2g_a2a_tasks WHERE context_id IN ({marks})", tuple(context_ids))
 
     async def add_a2a_event(self, task_id: str, version: int, event: bytes, created_at: float) -> None:
         """Log the event that made `version` of the task (once: a second one for that version is the same)."""

@@ -266,3 +266,17 @@ async def test_a2a_events_follow_their_versions_and_old_tasks_and_events_expire(
         assert tasks >= 1 and events >= 2
         assert await store.a2a_task_by_id(old.id) is None and await store.a2a_task_by_id(new.id) is not None
         assert await store.a2a_events(old.id, 0) == [(3, b"event 3")]
+
+
+async def test_a2a_tasks_go_with_their_session_and_with_their_agent(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        agent = await store.create_agent(who, "desk", DSL)
+        session = await store.create_session(who, source="agent", dsl=DSL, agent_id=agent.id)
+        ran, other = a2a_row(who, agent.id, context_id=session.id), a2a_row(who, agent.id, context_id="elsewhere")
+        for row in (ran, other):
+            await store.insert_a2a_task(row)
+        assert await store.delete_sessions(who, [session.id]) == [session.id]
+        assert await store.a2a_task_by_id(ran.id) is None and await store.a2a_task_by_id(other.id) is not None
+        assert await store.delete_agent(who, agent.id) is True
+        assert await store.a2a_task_by_id(other.id) is None
