@@ -108,3 +108,15 @@ async def test_a_followed_task_streams_its_logged_events_to_its_end(tasks):
     replayed = SharedEventStream(lambda: store).subscribe(running.id, after=TaskVersion.MISSING)
     assert (await anext(replayed)).event == chunk      # from the start: every logged event, in order
     await replayed.aclose()
+
+
+async def test_following_a_task_that_no_process_runs_ends(tasks, monkeypatch):
+    from canvas2graph.server.protocols import a2a_tasks
+    monkeypatch.setattr(a2a_tasks, "CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(a2a_tasks, "STALL_SECONDS", 0.3)
+    shared, store = tasks
+    alice = call(f"alice-{uuid.uuid4().hex[:6]}")
+    orphan = task()             # working, but no process holds its session (its process died)
+    version = await shared.save(orphan, prev_version=TaskVersion.MISSING, context=alice)
+    followed = [e async for e in SharedEventStream(lambda: store).subscribe(orphan.id, after=version)]
+    assert followed == []
