@@ -150,6 +150,7 @@ async def _delete_batch(store, ids: list[str]) -> None:
     await store.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN (SELECT id FROM c2g_turns "
                            f"WHERE session_id IN ({marks}))", tuple(ids))
     await store.db.execute(f"DELETE FROM c2g_turns WHERE session_id IN ({marks})", tuple(ids))
+    await store.delete_a2a_tasks_in(ids)        # the A2A tasks that ran them (a context is a session)
     if is_postgres(store.url):
         present = {r["t"] for r in await _rows(store, "SELECT table_name AS t FROM information_schema.tables "
                                                       "WHERE table_schema = current_schema()")}

@@ -11,7 +11,8 @@ processes (or two requests) never run one session at once.
 (agents and tags), `store_versions.py`, `store_sessions.py` (sessions and message logs),
 `store_leases.py` (leases and cancellation), `store_webhooks.py` (webhook calls, events and rate-limit
 buckets), `store_turns.py` (every turn asked for, as the job engine runs it), `store_schedules.py` (agents
-run on a cron expression); `store_records.py` holds the records they hand out and `store_sql.py` the SQLite and
+run on a cron expression), `store_a2a.py` (A2A tasks and their recent events); `store_records.py` holds the records
+they hand out and `store_sql.py` the SQLite and
 PostgreSQL back ends. The names other modules use are importable from here.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from canvas2graph.runtime.run.checkpoint import is_postgres
+from canvas2graph.server.backend.store_a2a import A2A_SCHEMA, A2ATables, A2ATaskRow
 from canvas2graph.server.backend.store_agents import AgentTables
 from canvas2graph.server.backend.store_leases import LEASE_SECONDS, LeaseTables, lease_owner_is_dead, process_owner
 from canvas2graph.server.backend.store_records import Agent, Session, StoreError, Version, WebhookCall, normalize_tags, now_ms
@@ -32,7 +34,8 @@ from canvas2graph.server.backend.store_turns import SCHEMA as TURNS_SCHEMA, Turn
 from canvas2graph.server.backend.store_versions import MAX_DRAFT_VERSIONS, VersionTables
 from canvas2graph.server.backend.store_webhooks import WEBHOOK_CALLS_KEPT, WebhookTables, webhook_bucket
 
-__all__ = ["ADDED_COLUMNS", "Agent", "Schedule", "LEASE_SECONDS", "MAX_DRAFT_VERSIONS", "SCHEMA", "Session", "Store",
+__all__ = ["A2ATaskRow", "ADDED_COLUMNS", "Agent", "LEASE_SECONDS", "MAX_DRAFT_VERSIONS", "SCHEMA", "Schedule",
+           "Session", "Store",
            "StoreError", "TOKEN_PREFIX", "Version", "WEBHOOK_CALLS_KEPT", "WebhookCall", "lease_owner_is_dead",
            "normalize_tags", "now_ms", "open_store", "process_owner", "sqlite_path", "webhook_bucket"]
 
@@ -75,6 +78,7 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS c2g_turn_events (
         turn_id TEXT NOT NULL, seq INTEGER NOT NULL, n INTEGER NOT NULL, events TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (turn_id, seq))""",
+    *A2A_SCHEMA,
 ]
 
 # Columns added to tables after their first release: (table, column, definition). A database made by an
@@ -88,7 +92,7 @@ ADDED_COLUMNS = [
 
 
 class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables, TurnTables,
-            ScheduleTables):
+            ScheduleTables, A2ATables):
     """Tenants' tokens, agents and sessions; `checkpointer` keeps the sessions' graph state."""
 
     def __init__(self, db, checkpointer, url: str):

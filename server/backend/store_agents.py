@@ -10,8 +10,9 @@ from canvas2graph.server.backend.store_sql import is_integrity_error, like_liter
 
 
 class AgentTables:
-    """`Store`'s agents and tags. Deleting an agent deletes its sessions, versions and webhook log
-    through `Store`'s other tables (`SessionTables`, `VersionTables`, `WebhookTables`)."""
+    """`Store`'s agents and tags. Deleting an agent deletes its sessions, versions, webhook log
+    and its A2A tasks through `Store`'s other tables (`SessionTables`, `VersionTables`, `WebhookTables`,
+    `A2ATables`)."""
 
     db: Any
 
@@ -86,13 +87,15 @@ class AgentTables:
         return agent
 
     async def delete_agent(self, tenant: str, agent_id: str) -> bool:
-        """Delete an agent with its schedules, its sessions and their checkpoints, its versions and its webhook log."""
+        """Delete an agent with its schedules, its sessions and their checkpoints, its versions, its webhook log and
+        its A2A tasks."""
         if await self.get_agent(tenant, agent_id) is None:
             return False
         await self.delete_agent_schedules(tenant, agent_id)
         await self.delete_sessions(tenant, await self.agent_session_ids(tenant, agent_id))
         await self.delete_versions_of(tenant, agent_id)
         await self.delete_webhook_log(tenant, agent_id)
+        await self.delete_a2a_tasks_of(tenant, agent_id)
         await self.db.execute("DELETE FROM c2g_agents WHERE tenant = ? AND id = ?", (tenant, agent_id))
         return True
 

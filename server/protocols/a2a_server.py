@@ -14,21 +14,26 @@ state `input-required`, whose message carries the form's tips (and the form as a
 message on that task (or context) answers it: a data part with the form's fields, or text for a form with
 one field left. `tasks/cancel` cancels the turn at its next node boundary, in whichever process runs it.
 
-Tasks live in the SDK's in-memory task store, scoped by tenant; sessions and checkpoints are stored as usual,
-so a context continues on any server process.
+Tasks live in the server's database (`a2a_tasks.py`: the SDK's versioned task store and event stream over the
+store's tables), each tenant's and agent's apart, so every server process on the database answers for every
+task: `tasks/get`, `tasks/list`, the answer to a paused task, `tasks/cancel` (the turn is cancelled through the
+database wherever it runs) and `tasks/resubscribe` (the events the running process logs).
 """
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_data_part, new_message, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.request_handler import validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HTTPAuthSecurityScheme, Role,
-                       SecurityScheme, TaskState)
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import TaskUpdater
+from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill, CancelTaskRequest,
+                       HTTPAuthSecurityScheme, Role, SecurityScheme, SubscribeToTaskRequest, Task, TaskState)
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from google.protobuf.json_format import MessageToDict
@@ -37,11 +42,15 @@ from starlette.authentication import SimpleUser
 from canvas2graph.server.backend.store import Agent
 from canvas2graph.server.errors import ApiError
 from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.a2a_tasks import SharedEventStream, SharedTaskStore, follow
 
 ROUTE = "/api/v1/agents/{agent_id}/a2a"
 CARD_ROUTE = ROUTE + "/.well-known/agent-card.json"
 STATE_KEY = "c2g"           # the call context's state entry: {"request", "tenant", "agent"}
 ANSWER_ARTIFACT = "answer"
+# a task waiting for input keeps the SDK's in-memory runner of its process this long; the next message
+# (to any process) starts a new one from the stored task, so holding it longer only holds memory
+PARKED_SECONDS = 60.0
 
 
 def agent_card(agent: Agent, base_url: str) -> AgentCard:
@@ -65,6 +74,38 @@ class _CallContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[STATE_KEY] = request.scope[STATE_KEY]
         return context
+
+
+def task_scope(context: ServerCallContext) -> tuple[str, str]:
+    """(tenant, agent id) of a call: whose tasks it may see."""
+    call = context.state[STATE_KEY]
+    return call["tenant"], call["agent"].id
+
+
+class CanvasRequestHandler(DefaultRequestHandler):
+    """The SDK's handler, with `tasks/cancel` reaching the turn wherever it runs and `tasks/resubscribe`
+    following the task through the database wherever it runs.
+
+    The SDK cancels a task that runs in another process by writing `canceled` over it, which that
+    process sees at its next write; the turn itself is also told through the database (as RAGFlow's
+    cancel route does), so it stops at its next node boundary even while no event is being written."""
+
+    def __init__(self, *, tasks: SharedTaskStore, events: SharedEventStream, **options: Any):
+        super().__init__(task_store=tasks, event_stream=events, **options)
+        self.tasks, self.events = tasks, events
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        task = await super().on_cancel_task(params, context)
+        if task is not None:
+            call = context.state[STATE_KEY]
+            await call["request"].app.state.conversations.cancel(call["tenant"], task.context_id)
+        return task
+
+    @validate_request_params
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
+                                   context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        async for event in follow(self.tasks, self.events, params.id, context):
+            yield event
 
 
 def _message_values(message) -> dict[str, Any]:
@@ -193,8 +234,10 @@ def install(app: FastAPI) -> None:
     template = AgentCard(name="canvas2graph", description="a canvas2graph agent", version="1.0.0",
                          capabilities=AgentCapabilities(streaming=True),
                          default_input_modes=["text/plain"], default_output_modes=["text/plain"])
-    handler = DefaultRequestHandler(agent_executor=CanvasExecutor(), task_store=InMemoryTaskStore(),
-                                    agent_card=template)
+    store_of = lambda: app.state.store         # noqa: E731 - opened by the app's lifespan, after install
+    handler = CanvasRequestHandler(agent_executor=CanvasExecutor(), tasks=SharedTaskStore(store_of, task_scope),
+                                   events=SharedEventStream(store_of), agent_card=template,
+                                   interrupted_task_timeout=PARKED_SECONDS)
     dispatch = create_jsonrpc_routes(handler, rpc_url=ROUTE, context_builder=_CallContextBuilder(),
                                      enable_v0_3_compat=True)[0].endpoint
     router = APIRouter(tags=["a2a"])

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from canvas2graph.server.backend.store import StoreError, open_store, process_owner
+from canvas2graph.server.backend.store import A2ATaskRow, StoreError, open_store, process_owner
 
 DSL = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": []}}}
 
@@ -197,3 +197,86 @@ async def test_a_database_made_by_an_earlier_version_gets_the_new_columns(tmp_pa
         agent = await store.get_agent("old", "a1")
         assert agent.title == "kept" and agent.tags == "" and agent.canvas_type is None
         assert await store.set_tags("old", "a1", ["works"]) == "works"
+
+
+def a2a_row(who: str, agent_id: str = "agent", *, version: int = 1, status_ns: int = 5, state: str = "TASK_STATE_WORKING",
+            context_id: str = "ctx", updated_at: float = 1e9, task_id: str | None = None) -> A2ATaskRow:
+    return A2ATaskRow(id=task_id or f"task-{uuid.uuid4().hex}", tenant=who, agent_id=agent_id, context_id=context_id,
+                      state=state, status_ns=status_ns, version=version, task=b"\x00\xffbytes", updated_at=updated_at)
+
+
+async def test_a2a_tasks_are_written_by_compare_and_set_and_kept_per_tenant_and_agent(durable_url):
+    async with open_store(durable_url) as store:
+        alice, bob = tenant(), tenant()
+        row = a2a_row(alice)
+        assert await store.insert_a2a_task(row) is True
+        assert await store.insert_a2a_task(a2a_row(bob, task_id=row.id)) is False       # the id is taken
+        assert (await store.a2a_task(alice, "agent", row.id)).task == b"\x00\xffbytes"
+        assert await store.a2a_task(bob, "agent", row.id) is None
+        assert await store.a2a_task(alice, "another agent", row.id) is None
+        second = a2a_row(alice, version=2, state="TASK_STATE_COMPLETED", task_id=row.id)
+        assert await store.replace_a2a_task(second, prev_version=1) is True
+        assert await store.replace_a2a_task(a2a_row(alice, version=2, task_id=row.id), prev_version=1) is False
+        assert await store.replace_a2a_task(a2a_row(bob, version=3, task_id=row.id), prev_version=2) is False
+        assert await store.a2a_task_head(row.id) == (2, "TASK_STATE_COMPLETED", "ctx")
+        # a write logs the event that made it, and a refused one logs nothing
+        assert await store.replace_a2a_task(a2a_row(alice, version=3, task_id=row.id), 2, b"made 3") is True
+        assert await store.replace_a2a_task(a2a_row(alice, version=3, task_id=row.id), 2, b"stale") is False
+        assert await store.a2a_events(row.id, 0) == [(3, b"made 3")]
+        assert await store.delete_a2a_task(bob, "agent", row.id) is False
+        assert await store.delete_a2a_task(alice, "agent", row.id) is True
+        assert await store.a2a_task_by_id(row.id) is None
+
+
+async def test_a2a_task_lists_page_newest_status_first_and_filter(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        rows = [a2a_row(who, status_ns=ns, context_id=ctx, state=state) for ns, ctx, state in
+                [(30, "a", "TASK_STATE_WORKING"), (20, "b", "TASK_STATE_COMPLETED"), (20, "a", "TASK_STATE_COMPLETED"),
+                 (-1, "a", "TASK_STATE_SUBMITTED")]]
+        for row in rows:
+            await store.insert_a2a_task(row)
+        await store.insert_a2a_task(a2a_row(who, "another agent"))
+        tied = sorted((r for r in rows if r.status_ns == 20), key=lambda r: r.id, reverse=True)
+        expected = [rows[0].id, *(r.id for r in tied), rows[3].id]
+        page, total = await store.list_a2a_tasks(who, "agent", limit=2)
+        assert [r.id for r in page] == expected[:2] and total == 4
+        rest, _ = await store.list_a2a_tasks(who, "agent", after=(page[-1].status_ns, page[-1].id), limit=10)
+        assert [r.id for r in rest] == expected[2:]
+        found, total = await store.list_a2a_tasks(who, "agent", context_id="a", state="TASK_STATE_COMPLETED")
+        assert [r.id for r in found] == [rows[2].id] and total == 1
+        recent, _ = await store.list_a2a_tasks(who, "agent", since_ns=20)
+        assert {r.id for r in recent} == {r.id for r in rows[:3]}
+
+
+async def test_a2a_events_follow_their_versions_and_old_tasks_and_events_expire(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        old, new = a2a_row(who, updated_at=1000.0), a2a_row(who, updated_at=2e9)
+        for row in (old, new):
+            await store.insert_a2a_task(row)
+        for version in (1, 2, 3):
+            await store.add_a2a_event(old.id, version, b"event %d" % version, 1000.0 + version)
+        await store.add_a2a_event(old.id, 2, b"again", 1000.0)          # one event per version: the first kept
+        assert await store.a2a_events(old.id, 1) == [(2, b"event 2"), (3, b"event 3")]
+        assert await store.a2a_events(old.id, 0, limit=1) == [(1, b"event 1")]
+        # only what is older than the cutoffs goes (1970 here: no other test's rows, but for this test's own
+        # running elsewhere on a shared database)
+        tasks, events = await store.expire_a2a(tasks_before=1500.0, events_before=1002.5)
+        assert tasks >= 1 and events >= 2
+        assert await store.a2a_task_by_id(old.id) is None and await store.a2a_task_by_id(new.id) is not None
+        assert await store.a2a_events(old.id, 0) == [(3, b"event 3")]
+
+
+async def test_a2a_tasks_go_with_their_session_and_with_their_agent(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        agent = await store.create_agent(who, "desk", DSL)
+        session = await store.create_session(who, source="agent", dsl=DSL, agent_id=agent.id)
+        ran, other = a2a_row(who, agent.id, context_id=session.id), a2a_row(who, agent.id, context_id="elsewhere")
+        for row in (ran, other):
+            await store.insert_a2a_task(row)
+        assert await store.delete_sessions(who, [session.id]) == [session.id]
+        assert await store.a2a_task_by_id(ran.id) is None and await store.a2a_task_by_id(other.id) is not None
+        assert await store.delete_agent(who, agent.id) is True
+        assert await store.a2a_task_by_id(other.id) is None
