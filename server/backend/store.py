@@ -10,8 +10,9 @@ processes (or two requests) never run one session at once.
 `Store` gathers the tables, each kept in a module beside this one: `store_tokens.py`, `store_agents.py`
 (agents and tags), `store_versions.py`, `store_sessions.py` (sessions and message logs),
 `store_leases.py` (leases and cancellation), `store_webhooks.py` (webhook calls, events and rate-limit
-buckets); `store_records.py` holds the records they hand out and `store_sql.py` the SQLite and
-PostgreSQL back ends. The names other modules use are importable from here.
+buckets), `store_mcp.py` (MCP sessions, so that any server process serves any of them); `store_records.py`
+holds the records they hand out and `store_sql.py` the SQLite and PostgreSQL back ends. The names other
+modules use are importable from here.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import AsyncIterator
 from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.store_agents import AgentTables
 from canvas2graph.server.backend.store_leases import LEASE_SECONDS, LeaseTables, lease_owner_is_dead, process_owner
+from canvas2graph.server.backend.store_mcp import McpTables
 from canvas2graph.server.backend.store_records import Agent, Session, StoreError, Version, WebhookCall, normalize_tags, now_ms
 from canvas2graph.server.backend.store_sessions import SessionTables
 from canvas2graph.server.backend.store_sql import PostgresTables, SqliteTables
@@ -66,6 +68,18 @@ SCHEMA = [
         PRIMARY KEY (call_id, seq))""",
     """CREATE TABLE IF NOT EXISTS c2g_rate_buckets (
         bucket TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, ts DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_sessions (
+        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, protocol_version TEXT NOT NULL, client TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, seen_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS c2g_mcp_sessions_seen ON c2g_mcp_sessions (seen_at)",
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_conversations (
+        mcp_session TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, pause TEXT,
+        call_id TEXT, call_owner TEXT, asking INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (mcp_session, agent_id))""",
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_replies (
+        id TEXT PRIMARY KEY, mcp_session TEXT NOT NULL, owner TEXT NOT NULL, message TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS c2g_mcp_replies_owner ON c2g_mcp_replies (mcp_session, owner)",
 ]
 
 # Columns added to tables after their first release: (table, column, definition). A database made by an
@@ -78,7 +92,7 @@ ADDED_COLUMNS = [
 ]
 
 
-class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables):
+class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables, McpTables):
     """Tenants' tokens, agents and sessions; `checkpointer` keeps the sessions' graph state."""
 
     def __init__(self, db, checkpointer, url: str):
