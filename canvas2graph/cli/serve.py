@@ -27,14 +27,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--compile-timeout, --compile-memory-mb and --compile-workers must be positive")
     session_ttl = None
     if args.session_ttl:
-        from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
-        try:
-            session_ttl = parse_duration(args.session_ttl)
-        except LifecycleError as e:
-            raise UsageError(f"--session-ttl: {e}") from None
-        if session_ttl <= 0:
-            raise UsageError("--session-ttl must be more than 0 (leave it out to keep sessions)")
-    config = ServerConfig(db=args.db, session_ttl=session_ttl, llm_script=args.llm_script, models_config=args.models,
+        session_ttl = duration(args.session_ttl, "--session-ttl", "leave it out to keep sessions")
+    mcp_session_ttl = duration(args.mcp_session_ttl, "--mcp-session-ttl", "MCP sessions cannot be kept forever")
+    config = ServerConfig(db=args.db, session_ttl=session_ttl, mcp_session_ttl=mcp_session_ttl,
+                          llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                           busy_wait=args.busy_wait, retrieval=args.retrieval, mcp_config=args.mcp_config,
@@ -53,6 +49,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_sandbox()
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
+
+
+def duration(text: str, option: str, why_positive: str) -> float:
+    """Seconds of a duration option (30d, 12h, 90s), more than 0, or a UsageError naming the option."""
+    from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
+    try:
+        seconds = parse_duration(text)
+    except LifecycleError as e:
+        raise UsageError(f"{option}: {e}") from None
+    if seconds <= 0:
+        raise UsageError(f"{option} must be more than 0 ({why_positive})")
+    return seconds
 
 
 def check_sandbox() -> None:
