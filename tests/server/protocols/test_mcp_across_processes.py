@@ -219,3 +219,26 @@ def test_a_session_the_client_ends_on_one_process_is_ended_on_the_other(servers,
     assert raw(servers[A], agent_id, alice.token, session_id, LIST).status_code == 404
     time.sleep(5.5)         # B takes the store's word again after CHECK_SECONDS (5 s) without asking it
     assert raw(servers[B], agent_id, alice.token, session_id, LIST).status_code == 404
+
+
+def test_serve_forgets_mcp_sessions_idle_for_their_ttl(tmp_path):
+    db = str(tmp_path / "server.db")
+    api_token = make_token(db, f"ttl-{uuid.uuid4().hex[:6]}")
+    with Server(db, tmp_path, PACED_SCRIPT, "--mcp-session-ttl", "2s") as server:
+        api = Api(server, api_token)
+        agent_id = api.agent(CHAT_DSL, title())
+        session_id = opened(server, agent_id, api_token)
+        assert raw(server, agent_id, api_token, session_id, LIST).status_code == 200
+        time.sleep(7.5)     # idle past the TTL, and past the 5 s the process trusts what it last read
+        assert raw(server, agent_id, api_token, session_id, LIST).status_code == 404
+        api.close()
+
+
+def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path):
+    import subprocess
+    import sys
+    for value, said in (("forever", "--mcp-session-ttl: 'forever' is not a duration"),
+                        ("0s", "--mcp-session-ttl must be more than 0")):
+        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
+                               "--mcp-session-ttl", value], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
