@@ -92,7 +92,8 @@ class Relay:
                 for owner in await self.store.mcp_askers(session_id) - {self.owner}:
                     await self.store.add_mcp_reply(session_id, owner, body.decode("utf-8", "replace"))
             elif message.get("method") == "notifications/cancelled":
-                request_id = (message.get("params") or {}).get("requestId")
+                params = message.get("params")
+                request_id = params.get("requestId") if isinstance(params, dict) else None
                 call = await self.store.mcp_call(session_id, str(request_id)) if request_id is not None else None
                 if call is not None and call["call_owner"] != self.owner:
                     await self.cancel_turn(tenant, call["session_id"])

@@ -242,3 +242,22 @@ def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path):
         done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
                                "--mcp-session-ttl", value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+def test_malformed_messages_on_a_shared_session_get_clear_errors_on_either_process(servers, alice):
+    agent_id = alice.agent(CHAT_DSL, title())
+    session_id = opened(servers[A], agent_id, alice.token)
+    bad = [b"{not json", b'{"jsonrpc": "2.0", "id": 5, "error": "nope"}', b'[{"result": 1}]',
+           b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 5}',
+           b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"x": 1}}}',
+           b'{"jsonrpc": "2.0", "id": 9, "result": {}}']         # an answer to nothing: ignored
+    headers = {"Authorization": f"Bearer {alice.token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "Mcp-Session-Id": session_id}
+    for server in servers:
+        url = f"{server.url}/api/v1/agents/{agent_id}/mcp"
+        statuses = [httpx.post(url, headers=headers, content=body, timeout=30).status_code for body in bad]
+        assert statuses == [400, 400, 400, 400, 202, 202]
+        weird = httpx.post(url, headers={**headers, "Mcp-Session-Id": "x" * 5000}, content=b"{}", timeout=30)
+        assert weird.status_code == 404
+        assert raw(server, agent_id, alice.token, session_id, LIST).status_code == 200     # the session still works
+        assert "Traceback" not in server.log.read_text()
