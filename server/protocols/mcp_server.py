@@ -21,11 +21,14 @@ on to the one that runs the call (`mcp_relay.py`).
 """
 from __future__ import annotations
 
+import hashlib
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, AsyncIterator
 
 import mcp_types as types
 from fastapi import FastAPI
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
@@ -226,6 +229,9 @@ class _Endpoint:
             return
         # an MCP session belongs to the tenant that opened it: `SharedSessions` refuses it to any other
         scope[TENANT_KEY], scope[AGENT_KEY] = tenant, agent_id
+        # the SDK's own notion of who asks (the 2026 protocol, which the SDK serves, binds state to it)
+        token = hashlib.sha256(conn.headers.get("authorization", "").encode()).hexdigest()
+        scope["user"] = AuthenticatedUser(AccessToken(token=token, client_id=tenant, scopes=[]))
         await self.sessions.handle(scope, receive, send)
 
 
