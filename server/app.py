@@ -115,7 +115,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(artifacts.router)
     app.include_router(components.router)      # the params schemas, for the canvas editor
     app.include_router(datasets.router)        # ingestion pipelines into datasets
-    run_mcp = mcp_server.install(app)       # before the UI, which serves every other path
+    run_mcp = mcp_server.install(app, config.mcp_session_ttl)   # before the UI, which serves every other path
     a2a_server.install(app)
     langgraph_api.install(app)
     langgraph_crons.install(app)

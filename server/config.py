@@ -27,4 +27,5 @@ class ServerConfig:
     compile_workers: int = 1                  # worker processes that compile requests' DSLs
     files_dir: str | None = None              # the run file store (default $CANVAS2GRAPH_FILES_DIR, ~/.canvas2graph/files)
     session_ttl: float | None = None          # seconds a session may stay idle before it is deleted; None keeps them
+    mcp_session_ttl: float = 24 * 3600.0      # seconds an MCP session may stay idle before it is forgotten
     upload_limits: str | None = None          # TOML of per-tenant upload limits (default $CANVAS2GRAPH_UPLOAD_LIMITS)

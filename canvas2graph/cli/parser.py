@@ -212,6 +212,8 @@ def add_serve_command(sub) -> None:
                    help="worker processes compiling requests' DSLs side by side (default %(default)s)")
     s.add_argument("--session-ttl", metavar="DURATION", default=None,
                    help="delete sessions idle this long (30d, 12h, ...; runtime/run/lifecycle.py); off by default")
+    s.add_argument("--mcp-session-ttl", metavar="DURATION", default="24h",
+                   help="forget MCP sessions idle this long (their conversations stay as sessions; default 24h)")
     s.set_defaults(func="canvas2graph.cli.serve:cmd_serve")
 
 

@@ -33,14 +33,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         policy = "reject" if args.busy_wait == 0 else "enqueue"
     session_ttl = None
     if args.session_ttl:
-        from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
-        try:
-            session_ttl = parse_duration(args.session_ttl)
-        except LifecycleError as e:
-            raise UsageError(f"--session-ttl: {e}") from None
-        if session_ttl <= 0:
-            raise UsageError("--session-ttl must be more than 0 (leave it out to keep sessions)")
-    config = ServerConfig(db=args.db, session_ttl=session_ttl, llm_script=args.llm_script, models_config=args.models,
+        session_ttl = duration(args.session_ttl, "--session-ttl", "leave it out to keep sessions")
+    mcp_session_ttl = duration(args.mcp_session_ttl, "--mcp-session-ttl", "MCP sessions cannot be kept forever")
+    config = ServerConfig(db=args.db, session_ttl=session_ttl, mcp_session_ttl=mcp_session_ttl,
+                          llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024), workers=args.workers,
                           double_texting=policy, pool_size=args.pool_size, retrieval=args.retrieval,
@@ -66,6 +62,18 @@ def check_pool_size(args: argparse.Namespace) -> None:
     if args.pool_size < 2:
         raise UsageError("--pool-size must be 2 or more (a process needs a connection for its work and one to "
                          "wait on the queue)")
+
+
+def duration(text: str, option: str, why_positive: str) -> float:
+    """Seconds of a duration option (30d, 12h, 90s), more than 0, or a UsageError naming the option."""
+    from canvas2graph.runtime.run.lifecycle import LifecycleError, parse_duration
+    try:
+        seconds = parse_duration(text)
+    except LifecycleError as e:
+        raise UsageError(f"{option}: {e}") from None
+    if seconds <= 0:
+        raise UsageError(f"{option} must be more than 0 ({why_positive})")
+    return seconds
 
 
 def check_sandbox() -> None:

@@ -11,9 +11,9 @@ processes (or two requests) never run one session at once.
 (agents and tags), `store_versions.py`, `store_sessions.py` (sessions and message logs),
 `store_leases.py` (leases and cancellation), `store_webhooks.py` (webhook calls, events and rate-limit
 buckets), `store_turns.py` (every turn asked for, as the job engine runs it), `store_schedules.py` (agents
-run on a cron expression), `store_a2a.py` (A2A tasks and their recent events); `store_records.py` holds the records
-they hand out and `store_sql.py` the SQLite and
-PostgreSQL back ends. The names other modules use are importable from here.
+run on a cron expression), `store_a2a.py` (A2A tasks and their recent events), `store_mcp.py` (MCP sessions, so
+that any server process serves any of them); `store_records.py` holds the records they hand out and
+`store_sql.py` the SQLite and PostgreSQL back ends. The names other modules use are importable from here.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.store_a2a import A2A_SCHEMA, A2ATables, A2ATaskRow
 from canvas2graph.server.backend.store_agents import AgentTables
 from canvas2graph.server.backend.store_leases import LEASE_SECONDS, LeaseTables, lease_owner_is_dead, process_owner
+from canvas2graph.server.backend.store_mcp import McpTables
 from canvas2graph.server.backend.store_records import Agent, Session, StoreError, Version, WebhookCall, normalize_tags, now_ms
 from canvas2graph.server.backend.store_sessions import SessionTables
 from canvas2graph.server.backend.store_sql import PostgresTables, SqliteTables
@@ -79,6 +80,18 @@ SCHEMA = [
         turn_id TEXT NOT NULL, seq INTEGER NOT NULL, n INTEGER NOT NULL, events TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (turn_id, seq))""",
     *A2A_SCHEMA,
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_sessions (
+        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, protocol_version TEXT NOT NULL, client TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, seen_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS c2g_mcp_sessions_seen ON c2g_mcp_sessions (seen_at)",
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_conversations (
+        mcp_session TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL, pause TEXT,
+        call_id TEXT, call_owner TEXT, asking INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (mcp_session, agent_id))""",
+    """CREATE TABLE IF NOT EXISTS c2g_mcp_replies (
+        id TEXT PRIMARY KEY, mcp_session TEXT NOT NULL, owner TEXT NOT NULL, message TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS c2g_mcp_replies_owner ON c2g_mcp_replies (mcp_session, owner)",
 ]
 
 # Columns added to tables after their first release: (table, column, definition). A database made by an
@@ -92,7 +105,7 @@ ADDED_COLUMNS = [
 
 
 class Store(TokenTables, AgentTables, VersionTables, SessionTables, LeaseTables, WebhookTables, TurnTables,
-            ScheduleTables, A2ATables):
+            ScheduleTables, A2ATables, McpTables):
     """Tenants' tokens, agents and sessions; `checkpointer` keeps the sessions' graph state."""
 
     def __init__(self, db, checkpointer, url: str):

@@ -225,7 +225,8 @@ class SharedEventStream(TaskEventStream):
             if state in TERMINAL_TASK_STATES or state in INTERRUPTED_TASK_STATES:
                 if version <= cursor:       # not running, and everything it wrote was seen
                     return
-            elif time.monotonic() - moved > STALL_SECONDS and not await store.lease_is_live(context_id):
+            elif time.monotonic() - moved > STALL_SECONDS and not await store.open_turns(context_id):
+                # its session has no queued or running turn (a worker would take a dead one's over)
                 log.warning("A2A task %s stopped without finishing; its stream ends", task_id)
                 return
 

@@ -5,7 +5,7 @@ Two endpoints share one MCP server:
 - `/api/v1/mcp`: one tool per agent of the token's tenant.
 
 A request must carry the tenant's Bearer token (the same tokens as RAGFlow's routes); an MCP session
-belongs to the tenant that opened it (the SDK's session manager refuses it to any other credential).
+belongs to the tenant that opened it (any other tenant's request naming it gets 404, as from the SDK).
 A tool's name and description come from the agent's title and description, its input schema from
 Begin's form plus `query`, the user's message. A call runs one turn of a canvas2graph session, through
 the same turn machinery as the RAGFlow routes; later calls on the same MCP session continue that
@@ -13,12 +13,16 @@ conversation. Components report their start and end as progress notifications. A
 asked through elicitation when the client offers it (the answer resumes the run in the same call);
 otherwise the call answers the form's question, and the next call on the MCP session answers the form.
 Cancelling the call (`notifications/cancelled`) cancels the turn at its next node boundary.
+
+MCP sessions are shared by every server process on the database (`mcp_sessions.py`): which canvas2graph
+session an MCP session talks to, per agent, and the form it left waiting are kept in the store, and so is
+the call running on it, so that an elicitation answer or a cancellation reaching another process is passed
+on to the one that runs the call (`mcp_relay.py`).
 """
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, AsyncIterator
 
 import mcp_types as types
@@ -26,7 +30,6 @@ from fastapi import FastAPI
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from starlette.requests import HTTPConnection, Request
@@ -37,34 +40,11 @@ from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
 from canvas2graph.server.backend.store import Agent
 from canvas2graph.server.errors import ApiError
 from canvas2graph.server.protocols import common
+from canvas2graph.server.protocols.mcp_sessions import DEFAULT_TTL, TENANT_KEY, SharedSessions
 
 ROUTE_AGENT = "/api/v1/agents/{agent_id}/mcp"
 ROUTE_TENANT = "/api/v1/mcp"
-TENANT_KEY, AGENT_KEY = "c2g.tenant", "c2g.agent_id"
-MAX_CONVERSATIONS = 10_000          # (MCP session, agent) -> canvas2graph session, kept per process
-
-
-class McpConversations:
-    """Which canvas2graph session an MCP session talks to, per agent, and the form it left waiting.
-
-    MCP sessions live in one server process (the SDK's session manager keeps them in memory), so this
-    map does too; the canvas2graph sessions themselves are stored and checkpointed as usual."""
-
-    def __init__(self) -> None:
-        self._sessions: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-
-    def get(self, mcp_session: str, agent_id: str) -> dict[str, Any] | None:
-        key = (mcp_session, agent_id)
-        found = self._sessions.get(key)
-        if found is not None:
-            self._sessions.move_to_end(key)
-        return found
-
-    def put(self, mcp_session: str, agent_id: str, session_id: str, pause: dict | None) -> None:
-        self._sessions[(mcp_session, agent_id)] = {"session_id": session_id, "pause": pause}
-        self._sessions.move_to_end((mcp_session, agent_id))
-        while len(self._sessions) > MAX_CONVERSATIONS:
-            self._sessions.popitem(last=False)
+AGENT_KEY = "c2g.agent_id"
 
 
 # --- tools ------------------------------------------------------------------------------------------
@@ -136,12 +116,14 @@ def _can_elicit(ctx) -> bool:
     return bool(capabilities and capabilities.elicitation is not None) and ctx.session.can_send_request
 
 
-async def _ask(ctx, pause: dict) -> dict[str, Any] | None:
-    """The form asked through MCP elicitation: its answers, or None when the user declined or cancelled."""
+async def _ask(ctx, pause: dict, waiting: AbstractAsyncContextManager) -> dict[str, Any] | None:
+    """The form asked through MCP elicitation: its answers, or None when the user declined or cancelled.
+    `waiting` is entered while the answer is awaited (it may reach another server process)."""
     properties, required = common.form_schema(pause.get("inputs") or {})
     schema = {"type": "object", "properties": properties, "required": required}
-    answer = await ctx.session.elicit_form(message=pause.get("tips") or "Please fill up the form",
-                                           requested_schema=schema, related_request_id=ctx.request_id)
+    async with waiting:
+        answer = await ctx.session.elicit_form(message=pause.get("tips") or "Please fill up the form",
+                                               requested_schema=schema, related_request_id=ctx.request_id)
     if answer.action != "accept":
         return None
     return dict(answer.content or {})
@@ -157,19 +139,24 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         return _error_result(f"no tool named {params.name!r}: list the tools to see this endpoint's agents")
     agent = tools[params.name][0]
     arguments = dict(params.arguments or {})
+    # the 2026 protocol has no MCP sessions: each of its calls starts a conversation
     mcp_session = request.headers.get("mcp-session-id") or ""
-    conversations: McpConversations = request.app.state.mcp_conversations
-    known = conversations.get(mcp_session, agent.id) if mcp_session else None
+    sessions: SharedSessions = request.app.state.mcp_sessions
+    store = request.app.state.store
+    known = await store.get_mcp_conversation(mcp_session, agent.id) if mcp_session else None
     tenant = request.scope[TENANT_KEY]
     try:
         session = None
         if known is not None:
-            session = await request.app.state.store.get_session(tenant, known["session_id"])
+            session = await store.get_session(tenant, known["session_id"])
         if session is None:
             known = None
             session = await common.new_session(request, tenant, agent, name=f"MCP: {agent.title}")
-        if mcp_session:         # kept at once: a call cancelled mid-turn leaves the conversation to the next
-            conversations.put(mcp_session, agent.id, session.id, None)
+        if mcp_session:
+            # kept at once: a call cancelled mid-turn leaves the conversation to the next; the running call
+            # is named, so that its cancellation reaching another process finds where it runs
+            await store.put_mcp_conversation(mcp_session, agent.id, session.id, None, str(ctx.request_id),
+                                             sessions.owner)
         _mode, fields = await common.begin_form(session.dsl)
         turn_request = common.form_request(arguments, fields, (known or {}).get("pause"))
         progress = _Progress(ctx)
@@ -177,7 +164,8 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             result = await common.run_to_end(await common.start(request, session, turn_request), progress)
             if result.status != "paused" or not _can_elicit(ctx):
                 break
-            answers = await _ask(ctx, result.pause or {})
+            waiting = sessions.waiting_for_answer(mcp_session, agent.id) if mcp_session else nullcontext()
+            answers = await _ask(ctx, result.pause or {}, waiting)
             if answers is None:
                 result.content += "\n\n[The form was declined: answer it in your next call to continue.]"
                 break
@@ -185,7 +173,8 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     except (ApiError, TurnRejected) as e:
         return _error_result(e.message if isinstance(e, ApiError) else str(e))
     if mcp_session:
-        conversations.put(mcp_session, agent.id, session.id, result.pause if result.status == "paused" else None)
+        await store.put_mcp_conversation(mcp_session, agent.id, session.id,
+                                         result.pause if result.status == "paused" else None)
     return _result(request, result)
 
 
@@ -220,10 +209,10 @@ def _result(request: Request, result: common.TurnResult) -> types.CallToolResult
 
 # --- the endpoints ----------------------------------------------------------------------------------
 class _Endpoint:
-    """The ASGI endpoint of both routes: checks the token (and the agent) before the SDK sees the request."""
+    """The ASGI endpoint of both routes: checks the token (and the agent) before the MCP sessions see the request."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager):
-        self.manager = manager
+    def __init__(self, sessions: SharedSessions):
+        self.sessions = sessions
 
     async def __call__(self, scope, receive, send) -> None:
         conn = HTTPConnection(scope)
@@ -238,11 +227,12 @@ class _Endpoint:
                                     headers=headers)
             await response(scope, receive, send)
             return
+        # an MCP session belongs to the tenant that opened it: `SharedSessions` refuses it to any other
         scope[TENANT_KEY], scope[AGENT_KEY] = tenant, agent_id
-        # the SDK binds an MCP session to the credential that opened it: here, the tenant
+        # the SDK's own notion of who asks (the 2026 protocol, which the SDK serves, binds state to it)
         token = hashlib.sha256(conn.headers.get("authorization", "").encode()).hexdigest()
         scope["user"] = AuthenticatedUser(AccessToken(token=token, client_id=tenant, scopes=[]))
-        await self.manager.handle_request(scope, receive, send)
+        await self.sessions.handle(scope, receive, send)
 
 
 def mcp_server() -> Server:
@@ -250,17 +240,21 @@ def mcp_server() -> Server:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def install(app: FastAPI):
-    """Add the MCP routes to `app`; returns the context manager the app's lifespan runs them in."""
-    manager = StreamableHTTPSessionManager(app=mcp_server())
-    endpoint = _Endpoint(manager)
+def install(app: FastAPI, session_ttl: float = DEFAULT_TTL):
+    """Add the MCP routes to `app`; returns the context manager the app's lifespan runs them in (inside the
+    store and the conversations). MCP sessions idle for `session_ttl` seconds are deleted."""
+    sessions = SharedSessions(mcp_server(), session_ttl)
+    endpoint = _Endpoint(sessions)
     for path in (ROUTE_AGENT, ROUTE_TENANT):
         app.add_route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    app.state.mcp_conversations = McpConversations()
+    app.state.mcp_sessions = sessions
+
+    async def cancel_turn(tenant: str, session_id: str) -> None:
+        await app.state.conversations.cancel(tenant, session_id)
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        async with manager.run():
+        async with sessions.run(app.state.store, cancel_turn):
             yield
 
     return running

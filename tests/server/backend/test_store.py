@@ -183,6 +183,54 @@ async def test_a_token_bucket_allows_its_capacity_then_refills(durable_url):
         assert await store.take_token(fast, 1, 0.2)
 
 
+async def test_an_mcp_session_keeps_its_conversations_and_the_calls_running_on_them(durable_url):
+    async with open_store(durable_url) as store:
+        mcp_session, who = f"mcp-{uuid.uuid4().hex}", tenant()
+        client = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+                  "clientInfo": {"name": "test", "version": "1"}}
+        await store.create_mcp_session(mcp_session, who, "2025-11-25", client)
+        found = await store.get_mcp_session(mcp_session)
+        assert (found["tenant"], found["protocol_version"], found["client"]) == (who, "2025-11-25", client)
+        assert await store.get_mcp_conversation(mcp_session, "agent-1") is None
+        await store.put_mcp_conversation(mcp_session, "agent-1", "s-1", None, call_id="7", call_owner="A")
+        assert await store.mcp_call(mcp_session, "7") == {"session_id": "s-1", "call_owner": "A"}
+        await store.set_mcp_asking(mcp_session, "agent-1", True)
+        assert await store.mcp_askers(mcp_session) == {"A"}
+        await store.add_mcp_reply(mcp_session, "A", '{"jsonrpc": "2.0", "id": 1, "result": {}}')
+        assert await store.take_mcp_replies(mcp_session, "B") == []
+        assert await store.take_mcp_replies(mcp_session, "A") == ['{"jsonrpc": "2.0", "id": 1, "result": {}}']
+        assert await store.take_mcp_replies(mcp_session, "A") == []            # taken once
+        # the call ends paused: the form is kept, nothing runs, nobody waits for an answer
+        pause = {"inputs": {"feedback": {"type": "line"}}, "tips": "Any feedback?"}
+        await store.put_mcp_conversation(mcp_session, "agent-1", "s-1", pause)
+        assert await store.get_mcp_conversation(mcp_session, "agent-1") == {"session_id": "s-1", "pause": pause}
+        assert await store.mcp_call(mcp_session, "7") is None and await store.mcp_askers(mcp_session) == set()
+        await store.delete_mcp_session(mcp_session)
+        assert await store.get_mcp_session(mcp_session) is None
+        assert await store.get_mcp_conversation(mcp_session, "agent-1") is None
+
+
+async def test_idle_mcp_sessions_expire_with_their_conversations_and_answers(durable_url):
+    async with open_store(durable_url) as store:
+        idle, busy = f"mcp-{uuid.uuid4().hex}", f"mcp-{uuid.uuid4().hex}"
+        for mcp_session in (idle, busy):
+            await store.create_mcp_session(mcp_session, tenant(), "2025-11-25", {})
+            await store.put_mcp_conversation(mcp_session, "agent-1", "s-1", None)
+            await store.add_mcp_reply(mcp_session, "A", "{}")
+        # last seen long ago (a time no other test's session has, in a database other runs share)
+        await store.db.execute("UPDATE c2g_mcp_sessions SET seen_at = 1000 WHERE id = ?", (idle,))
+        assert await store.expire_mcp_sessions(seen_before=2000) == 1
+        assert await store.get_mcp_session(idle) is None
+        assert await store.get_mcp_conversation(idle, "agent-1") is None
+        assert await store.take_mcp_replies(idle, "A") == []
+        assert await store.get_mcp_session(busy) is not None
+        assert await store.get_mcp_conversation(busy, "agent-1") is not None
+        before = (await store.get_mcp_session(busy))["seen_at"]
+        await store.touch_mcp_session(busy)
+        assert (await store.get_mcp_session(busy))["seen_at"] >= before
+        await store.delete_mcp_session(busy)
+
+
 async def test_a_database_made_by_an_earlier_version_gets_the_new_columns(tmp_path):
     import sqlite3
     path = tmp_path / "old.db"
