@@ -6,8 +6,7 @@ import gc
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from canvas2graph.server.backend.jobs.process import open_jobs
 from canvas2graph.server.backend.store import open_store
@@ -18,7 +17,7 @@ from canvas2graph.server.errors import install_error_handlers
 from canvas2graph.server.middleware import BodyLimit
 from canvas2graph.server.backend.webhook_runs import WebhookRuns
 from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
-                           recordings, schedules, templates, traces, versions, webhooks)
+                           health, recordings, schedules, templates, traces, versions, webhooks)
 from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, mcp_server
 from canvas2graph.server.services import RunServices
 from canvas2graph.server import ui
@@ -100,6 +99,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     install_error_handlers(app)
     # before the agents' routes: `/agents/templates`, `/agents/tags`, `/agents/download` and
     # `/agents/attachments` are not agent ids
+    app.include_router(health.router)
     app.include_router(templates.router)
     app.include_router(files.router)
     app.include_router(builder.router)
@@ -125,21 +125,6 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.state.run_services = run_services
     app.state.upload_policy = upload_policy
     app.state.default_llm = config.default_llm
-
-    @app.get("/health", tags=["server"], summary="Liveness: 200 once the database is open")
-    async def health():
-        return {"code": 0, "data": {"status": "ok"}}
-
-    @app.get("/ready", tags=["server"], summary="Readiness: 200 while the database answers (for a load balancer)")
-    async def ready(request: Request):
-        jobs = request.app.state.jobs
-        try:
-            await jobs.store.db.fetchall("SELECT 1 AS one", ())
-            workers = await jobs.engine.workers_alive()
-        except Exception as e:          # noqa: BLE001 - the database is away: take no requests meanwhile
-            return JSONResponse({"code": 503, "message": f"the database does not answer ({type(e).__name__})"},
-                                status_code=503)
-        return {"code": 0, "data": {"status": "ok", "turn_slots": jobs.workers, "workers_alive": workers}}
 
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app

@@ -12,6 +12,8 @@ turns it had open in the turns table (`recover_open_turns`), the durable record.
 
 Tasks (names are part of the database's contents: kept stable):
 - `c2g.turn(turn_id)`: one turn (`TurnWorker.run`), locked on its session;
+- `c2g.job(kind, job_id)`: background work of another kind (an evaluation, an ingestion), run by the handler
+  registered for its kind (`JobProcess.add_job_kind`), taken over like a turn when its worker dies;
 - `c2g.upkeep(timestamp)`, every `UPKEEP_CRON`: retries the turns of dead workers, re-queues turns whose job
   was lost, drops the events of turns that ended long ago;
 - `c2g.schedules(timestamp)`, every `SCHEDULES_CRON`: fires the schedules that are due (server/backend/schedules.py).
@@ -33,7 +35,7 @@ from canvas2graph.server.backend.jobs.turn_runs import HandedBack
 
 log = logging.getLogger("canvas2graph.jobs")
 
-TURN_TASK, UPKEEP_TASK, SCHEDULES_TASK = "c2g.turn", "c2g.upkeep", "c2g.schedules"
+TURN_TASK, JOB_TASK, UPKEEP_TASK, SCHEDULES_TASK = "c2g.turn", "c2g.job", "c2g.upkeep", "c2g.schedules"
 HEARTBEAT_SECONDS = 2.0         # a worker's heartbeat ...
 STALLED_SECONDS = 10.0          # ... and how long without one before its turns are taken over
 UPKEEP_CRON = "* * * * * */5"   # every 5 s (the 6th field is seconds): takeover within STALLED_SECONDS + 5 s of a worker's death
@@ -69,6 +71,13 @@ class JobEngine:
         @app.task(name=TURN_TASK, pass_context=True, retry=retry)
         async def turn(context, turn_id: str) -> None:
             await context.additional_context["turns"].run(turn_id, context.abort_reason)
+
+        @app.task(name=JOB_TASK, pass_context=True, retry=retry)
+        async def job(context, kind: str, job_id: str) -> None:
+            handler = (context.additional_context.get("jobs") or {}).get(kind)
+            if handler is None:
+                raise LookupError(f"no handler for background jobs of kind {kind!r} in this worker")
+            await handler(job_id, context.abort_reason)
 
         @app.periodic(cron=UPKEEP_CRON, periodic_id="upkeep")
         @app.task(name=UPKEEP_TASK, pass_context=True, queueing_lock="c2g-upkeep")
@@ -109,6 +118,11 @@ class JobEngine:
         task = self.app.configure_task(TURN_TASK, lock=_session_lock(session_id))
         return await task.defer_async(turn_id=turn_id)
 
+    async def defer_job(self, kind: str, job_id: str, *, lock: str | None = None) -> int:
+        """Queue background work of a kind other than turns (its handler runs it); returns the engine's job id."""
+        task = self.app.configure_task(JOB_TASK, lock=lock) if lock else self.app.configure_task(JOB_TASK)
+        return await task.defer_async(kind=kind, job_id=job_id)
+
     async def abort(self, job_id: int, turn_id: str) -> str | None:
         """Cancel a turn's job: "queued" when it had not started (it is deleted: it never runs), "running" when
         it runs (its worker is told, and stops it), None when this engine has no such job (it ended, or it
@@ -141,9 +155,12 @@ class JobEngine:
             return None                 # deleted once it ended
         return getattr(found, "value", found)
 
-    async def stalled_turn_jobs(self) -> list[Any]:
-        return list(await self.app.job_manager.get_stalled_jobs(task_name=TURN_TASK,
-                                                                 seconds_since_heartbeat=STALLED_SECONDS))
+    async def stalled_jobs(self) -> list[Any]:
+        """The turns and background jobs of workers whose heartbeat stopped."""
+        found = []
+        for task in (TURN_TASK, JOB_TASK):
+            found += await self.app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=STALLED_SECONDS)
+        return found
 
     async def retry(self, job: Any) -> None:
         await self.app.job_manager.retry_job(job)

@@ -10,7 +10,7 @@ import contextlib
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from canvas2graph.server.backend.conversations import Conversations, ModelSource
 from canvas2graph.server.backend.jobs.engine import JobEngine
@@ -35,9 +35,11 @@ class JobProcess:
     context: dict[str, Any]             # what the engine's tasks find in their job context
     _worker_task: asyncio.Task | None = None
 
-    def add_task_context(self, name: str, value: Any) -> None:
-        """Another job kind's handler (the schedules, say), found by the engine's task of that name."""
-        self.context[name] = value
+    def add_job_kind(self, kind: str, handler: Callable[[str, Callable[[], Any]], Awaitable[None]]) -> None:
+        """Run background jobs of `kind` (`JobEngine.defer_job(kind, job_id)`) with `handler(job_id, abort_reason)`.
+        A handler is taken over like a turn when its worker dies: it must resume (or fail) the work `job_id`
+        names from what it stored, and `abort_reason()` says "user_request" when its job was cancelled."""
+        self.context.setdefault("jobs", {})[kind] = handler
 
     def start_worker(self, *, graceful_seconds: float | None = 30.0) -> None:
         if self.workers > 0 and self._worker_task is None:

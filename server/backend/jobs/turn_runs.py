@@ -281,10 +281,12 @@ class TurnWorker:
                         await self.store.checkpointer.adelete_thread(turn.session_id)
         if status == "rolled_back":
             await roll_back(self.store, turn)
+        # the row first: a reader that sees the end record finds the turn ended (and a worker dying between the
+        # two leaves readers the row's end, `EventLog.follow`'s `settled`)
+        await self.store.end_turn(turn.id, status, end.get("error"))
         record = {k: v for k, v in end.items() if v is not None}
         publisher.put(turn_event("end", **{**record, "status": status, "usage": end.get("usage") or fold.usage}))
         await publisher.close()
-        await self.store.end_turn(turn.id, status, end.get("error"))
         if turn.options.get("on_run_completed") == "delete":    # a LangGraph cron's thread of its own
             await self.store.delete_sessions(turn.tenant, [turn.session_id])
 

@@ -1,9 +1,9 @@
 """Keeping the turns moving when processes die: what the engine's periodic `c2g.upkeep` job does, and what a
 process on the embedded engine does when it starts.
 
-- A worker that died (no heartbeat for `STALLED_SECONDS`) left its turns' jobs `doing`: they are retried, so
-  another worker continues each turn from its last checkpoint; the dead worker's session leases are let go
-  first, so the takeover does not wait for them to expire.
+- A worker that died (no heartbeat for `STALLED_SECONDS`) left its jobs `doing`: they are retried, so another
+  worker continues each turn from its last checkpoint (and each background job as its handler resumes it);
+  the dead worker's session leases are let go first, so the takeover does not wait for them to expire.
 - A turn whose job is gone while the turn is still open (its API process died between recording the turn and
   queueing it, or the job ended without recording the turn's end) is queued again.
 - The events of turns that ended `EVENTS_KEPT_SECONDS` ago are dropped.
@@ -32,9 +32,10 @@ class Upkeep:
         await self.forget_old_events()
 
     async def take_over_stalled(self, engine: JobEngine) -> int:
-        jobs = await engine.stalled_turn_jobs()
+        jobs = await engine.stalled_jobs()
         for job in jobs:
-            turn = await self.store.get_turn(str(job.task_kwargs.get("turn_id", "")))
+            turn = await self.store.get_turn(str(job.task_kwargs.get("turn_id", ""))) if "turn_id" in job.task_kwargs \
+                else None
             if turn is not None and turn.open and turn.owner:
                 await self.store.release_lease(turn.session_id, turn.owner)
                 log.warning("turn %s of session %s: its worker (%s) stopped answering; taking it over",
