@@ -78,9 +78,11 @@ async def postgres_bytes(url: str, session: str) -> int:
         total = 0
         tables = [t for (t,) in await (await conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")).fetchall()]
-        for table in [t for t in PG_TABLES + ("c2g_turns", "c2g_compacted_turns") if t in tables]:
+        # the server's record of each turn (c2g_turns) is keyed by session id, LangGraph's tables by thread id
+        keyed = {**{t: "thread_id" for t in PG_TABLES + ("c2g_compacted_turns",)}, "c2g_turns": "session_id"}
+        for table, key in [(t, k) for t, k in keyed.items() if t in tables]:
             row = await (await conn.execute(f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t "
-                                            "WHERE thread_id = %s", (session,))).fetchone()
+                                            f"WHERE {key} = %s", (session,))).fetchone()
             total += int(row[0])
         return total
 
