@@ -72,7 +72,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
             app.state.compilers = compilers
             async with open_store(config.db, pool_size=config.pool_size) as store:
                 async with open_jobs(store, model_source, run_services, workers=config.workers,
-                                     policy=config.double_texting) as jobs:
+                                     policy=config.double_texting, queue=config.queue) as jobs:
                     conversations = jobs.conversations
                     app.state.store = store
                     app.state.jobs = jobs

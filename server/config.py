@@ -19,6 +19,7 @@ class ServerConfig:
     workers: int = 256                        # turn slots this process runs (0: the API only; turns run in workers)
     double_texting: str = "enqueue"           # a message to a busy session: "enqueue" (after the running turn) or "reject"
     pool_size: int = 8                        # PostgreSQL connections this process keeps (docs/deploy.md)
+    queue: str = "canvas2graph"               # the job queue its turns go to and its workers take from
     retrieval: str | None = None              # retrieval backend URL (default: the embedded store beside db)
     mcp_config: str | None = None             # JSON file of the MCP servers Agents call, by mcp_id
     default_llm: str | None = None            # model@Factory for components stored with an empty llm_id

@@ -30,7 +30,7 @@ async def run_worker(config: ServerConfig, concurrency: int, *, graceful_seconds
     services = RunServices(config)
     try:
         async with open_store(config.db, pool_size=config.pool_size) as store:
-            async with open_jobs(store, services.models, services, workers=concurrency) as jobs:
+            async with open_jobs(store, services.models, services, workers=concurrency, queue=config.queue) as jobs:
                 jobs.start_worker(graceful_seconds=graceful_seconds)
                 health = await _serve_health(jobs, health_port) if health_port else None
                 log.info("worker %s runs up to %d turns at once", jobs.owner, concurrency)

@@ -178,6 +178,9 @@ def add_run_service_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--files-dir", default=os.environ.get("CANVAS2GRAPH_FILES_DIR") or None,
                    help="the run file store: uploads, and files runs download (default $CANVAS2GRAPH_FILES_DIR, "
                         "else ~/.canvas2graph/files)")
+    s.add_argument("--queue", default="canvas2graph", metavar="NAME",
+                   help="the job queue turns go to and workers take from (default %(default)s): `serve` and "
+                        "`worker` processes on one database share their turns when they name the same queue")
     s.add_argument("--pool-size", type=int, default=8,
                    help="PostgreSQL connections this process keeps, at most (default %(default)s; docs/deploy.md "
                         "sizes them against max_connections)")

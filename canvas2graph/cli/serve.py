@@ -39,7 +39,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           max_body_bytes=int(args.max_body_mb * 1024 * 1024), workers=args.workers,
-                          double_texting=policy, pool_size=args.pool_size, retrieval=args.retrieval,
+                          double_texting=policy, pool_size=args.pool_size, queue=check_queue(args.queue),
+                          retrieval=args.retrieval,
                           mcp_config=args.mcp_config, default_llm=args.default_llm,
                           compile_timeout=args.compile_timeout, compile_memory_mb=args.compile_memory_mb,
                           compile_workers=args.compile_workers, files_dir=args.files_dir,
@@ -56,6 +57,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_sandbox()
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
+
+
+def check_queue(name: str) -> str:
+    if not name or len(name) > 63 or not all(c.isalnum() or c in "-_." for c in name):
+        raise UsageError("--queue must be 1 to 63 letters, digits, '-', '_' or '.'")
+    return name
 
 
 def check_pool_size(args: argparse.Namespace) -> None:

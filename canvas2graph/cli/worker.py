@@ -12,7 +12,7 @@ from canvas2graph.types import UsageError
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from canvas2graph.cli.serve import check_pool_size
+    from canvas2graph.cli.serve import check_pool_size, check_queue
     from canvas2graph.runtime.run.checkpoint import is_postgres
     from canvas2graph.runtime.services.mcp import MCPConfigError
     from canvas2graph.runtime.services.sandbox import CodePolicyError
@@ -31,7 +31,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     config = ServerConfig(db=args.db, llm_script=args.llm_script, models_config=args.models,
                           allow_local_code=args.allow_local_code, allow_browser=args.allow_browser,
                           retrieval=args.retrieval, mcp_config=args.mcp_config, default_llm=args.default_llm,
-                          files_dir=args.files_dir, pool_size=args.pool_size, workers=args.concurrency)
+                          files_dir=args.files_dir, pool_size=args.pool_size, workers=args.concurrency,
+                          queue=check_queue(args.queue))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.allow_local_code:
         from canvas2graph.cli.serve import check_sandbox

@@ -208,7 +208,7 @@ class Runner:
         """End a turn that broke outside its components: close it, record why, tell the caller."""
         self.outcome.status, self.outcome.error = "stopped", message
         try:
-            await self._close_turn(config)
+            await self._close_turn(config, ended="failed")
         except Exception as e:          # the checkpointer itself may be what failed
             message += f" (the turn could not be closed: {type(e).__name__}: {e})"
             self.outcome.error = message

@@ -339,9 +339,10 @@ def _statuses(turns: list[dict], chain: list, history: list = ()) -> None:
                 turn["status"] = _ended(end)
                 continue
         errors = [s["error"] for s in turn["steps"] if s["error"]]
-        if CANCELLED_TEXT in errors or turn.pop("ended", None) == "cancelled":
+        ended = turn.pop("ended", None)
+        if CANCELLED_TEXT in errors or ended == "cancelled":
             turn["status"] = "cancelled"
-        elif errors:
+        elif errors or ended == "failed":
             turn["status"] = "failed"
         elif turn["steps"] and "form" in turn["steps"][-1] and not turn["steps"][-1]["outputs"]:
             turn["status"] = "paused"

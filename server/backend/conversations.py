@@ -196,7 +196,9 @@ class Conversations:
         Raises before anything is streamed when the turn cannot run: `SessionBusy`, `CompileError` (the
         session's DSL has errors), a model configuration error, or `TurnRejected` (a paused session without
         the inputs it waits for)."""
-        await self.preflight(session)
+        # no check here before queueing: the message takes its place in the session's queue as it arrives, and
+        # a turn that cannot run (a DSL that no longer compiles, a model without its key) is refused by its
+        # worker, before any event, as `_rejection` raises it
         record = await self.submit(session, request, source=source, options=options, strategy=strategy)
         turn = self.attach(record, session, request)
         await turn.read_first()
@@ -226,7 +228,8 @@ class Conversations:
                 await self.cancel_turn(earlier, strategy)
         record = TurnRecord(id=request.run_id or uuid.uuid4().hex, session_id=session.id, tenant=session.tenant,
                             source=source, status="queued", request=request.to_dict(),
-                            message_id=request.message_id or str(uuid.uuid4()), options=dict(options or {}))
+                            message_id=request.message_id or str(uuid.uuid4()), options=dict(options or {}),
+                            queue=self.engine.queue)
         await self.store.add_turn(record)
         record.job_id = await self.engine.defer_turn(record.id, session.id)
         await self.store.update_turn(record.id, job_id=record.job_id)

@@ -101,6 +101,7 @@ ADDED_COLUMNS = [
     ("c2g_agents", "canvas_type", "TEXT"),
     ("c2g_sessions", "version_id", "TEXT"),
     ("c2g_sessions", "version_title", "TEXT"),
+    ("c2g_turns", "queue", "TEXT"),
 ]
 
 

@@ -25,7 +25,7 @@ ENDED = ("finished", "paused", "stopped", "cancelled", "failed", "rejected", "in
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS c2g_turns (
         id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, source TEXT NOT NULL,
-        status TEXT NOT NULL, request TEXT NOT NULL, options TEXT NOT NULL, message_id TEXT NOT NULL,
+        status TEXT NOT NULL, request TEXT NOT NULL, options TEXT NOT NULL, message_id TEXT NOT NULL, queue TEXT,
         job_id BIGINT, owner TEXT, attempts INTEGER NOT NULL DEFAULT 0, error TEXT, cancel TEXT,
         created_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION, ended_at DOUBLE PRECISION)""",
     "CREATE INDEX IF NOT EXISTS c2g_turns_session ON c2g_turns (session_id, created_at)",
@@ -51,6 +51,7 @@ class TurnRecord:
     attempts: int = 0
     error: str | None = None
     cancel: str | None = None         # a cancel asked for: "cancel", "interrupt" or "rollback"
+    queue: str | None = None          # the job engine's queue it is run from (serve/worker --queue)
     created_at: float = 0.0
     started_at: float | None = None
     ended_at: float | None = None
@@ -64,7 +65,7 @@ def _record(row: dict) -> TurnRecord:
     return TurnRecord(id=row["id"], session_id=row["session_id"], tenant=row["tenant"], source=row["source"],
                       status=row["status"], request=json.loads(row["request"]), message_id=row["message_id"],
                       options=json.loads(row["options"] or "{}"), job_id=row["job_id"], owner=row["owner"],
-                      attempts=row["attempts"], error=row["error"], cancel=row["cancel"],
+                      attempts=row["attempts"], error=row["error"], cancel=row["cancel"], queue=row["queue"],
                       created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"])
 
 
@@ -81,11 +82,11 @@ class TurnTables:
         turn.created_at = turn.created_at or time.time()
         await self.db.execute(
             "INSERT INTO c2g_turns (id, session_id, tenant, source, status, request, options, message_id, job_id, "
-            "owner, attempts, error, cancel, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "owner, attempts, error, cancel, created_at, queue) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (turn.id, turn.session_id, turn.tenant, turn.source, turn.status,
              json.dumps(turn.request, ensure_ascii=False, default=str),
              json.dumps(turn.options, ensure_ascii=False, default=str), turn.message_id, turn.job_id, turn.owner,
-             turn.attempts, turn.error, turn.cancel, turn.created_at))
+             turn.attempts, turn.error, turn.cancel, turn.created_at, turn.queue))
 
     async def get_turn(self, turn_id: str, tenant: str | None = None) -> TurnRecord | None:
         if tenant is None:
@@ -130,11 +131,14 @@ class TurnTables:
                                       "AND cancel IS NOT NULL", tuple(turn_ids))
         return {r["id"]: r["cancel"] for r in rows}
 
-    async def open_turns(self, session_id: str | None = None, *, older_than: float | None = None) -> list[TurnRecord]:
-        """Queued and running turns (of one session), oldest first."""
+    async def open_turns(self, session_id: str | None = None, *, older_than: float | None = None,
+                         queue: str | None = None) -> list[TurnRecord]:
+        """Queued and running turns (of one session, of one queue), oldest first."""
         where, params = "status IN ('queued', 'running')", []
         if session_id is not None:
             where, params = where + " AND session_id = ?", [session_id]
+        if queue is not None:
+            where, params = where + " AND queue = ?", params + [queue]
         if older_than is not None:
             where, params = where + " AND created_at < ?", params + [older_than]
         rows = await self.db.fetchall(f"SELECT * FROM c2g_turns WHERE {where} ORDER BY created_at, id", tuple(params))

@@ -6,6 +6,7 @@ real `canvas2graph tokens create` command.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -105,6 +106,8 @@ class Server:
 
     def __init__(self, db: str, tmp: Path, script: dict | None = None, *extra: str, env: dict | None = None):
         self.db, self.tmp = db, tmp
+        # processes of one test share a job queue (and its turns); another test's, on the same database, do not
+        self.queue = "test-" + hashlib.sha1(str(tmp).encode()).hexdigest()[:12]
         self.env = env          # the server's environment (default: this process's)
         self.script_path = tmp / f"script-{uuid.uuid4().hex[:8]}.json"
         self.script_path.write_text(json.dumps(script or SCRIPT))
@@ -124,7 +127,7 @@ class Server:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 CLI + ["serve", "--port", str(self.port), "--db", self.db, "--llm-script", str(self.script_path),
-                       "--log-level", "warning", *self.extra],
+                       "--queue", self.queue, "--log-level", "warning", *self.extra],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -172,7 +175,7 @@ class Worker(Server):
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 CLI + ["worker", "--db", self.db, "--llm-script", str(self.script_path), "--health-port", str(self.port),
-                       "--log-level", "warning", *self.extra],
+                       "--queue", self.queue, "--log-level", "warning", *self.extra],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -225,3 +225,59 @@ def test_forty_conversations_of_three_turns_each_answer_every_message_as_itself_
             assert [c for r, c in log if r == "assistant"] == [f"c{i} q{t}=>Answer 1 from LLM:A." for t in range(3)]
     finally:
         cluster.close()
+
+
+# --- the database restarts mid-turn -----------------------------------------------------------------------------
+def restart_postgres() -> None:
+    """Restart the local PostgreSQL cluster (as `.ci/run` starts it), and wait until it answers again."""
+    import os
+    import shutil
+    import subprocess
+    if not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
+        pytest.skip("no local PostgreSQL cluster to restart (pg_ctlcluster)")
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
+                   capture_output=True, timeout=120)
+    wait_for(lambda: subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"]).returncode == 0, timeout=60,
+             what="PostgreSQL to answer again")
+
+
+def test_postgresql_restarting_mid_turn_costs_the_turn_a_pause_and_the_session_stays_usable(tmp_path):
+    cluster = Cluster(tmp_path, {**SLOW_SCRIPT, "chunk_interval_ms": 600})
+    try:
+        cluster.worker()
+        a, b = cluster.a, cluster.b
+        agent_id = a.agent(TWO_STEP_DSL)
+        sid = a.session(agent_id)["id"]
+        stream = a.iter_events(CHAT, {"agent_id": agent_id, "session_id": sid, "query": "go", "stream": True})
+        first_message(stream)
+        restart_postgres()
+        rest = list(stream)
+        assert rest[-1]["event"] == "workflow_finished"       # resumed from its checkpoint once the database was back
+        assert texts(rest).endswith("Answer 2 from LLM:B.")
+        log = wait_for(lambda: (found := log_of(a, agent_id, sid)) and found[-1][0] == "assistant" and found,
+                       timeout=60, what="the answer in the log")
+        assert log == [("user", "go"), ("assistant", BOTH_ANSWERS)]
+        assert b.ok("POST", CHAT, {"agent_id": agent_id, "session_id": sid, "query": "next"}, timeout=90)["data"][
+            "content"] == BOTH_ANSWERS
+        with psycopg.connect(cluster.url) as conn:
+            assert conn.execute("SELECT count(*) FROM c2g_turns WHERE session_id = %s AND status IN "
+                                "('queued', 'running')", (sid,)).fetchone()[0] == 0
+    finally:
+        cluster.close()
+
+
+def test_a_worker_stopped_with_sigterm_hands_its_turn_back_and_another_finishes_it(cluster):
+    cluster.worker("--graceful-seconds", "0.5")
+    a = cluster.a
+    agent_id = a.agent(TWO_STEP_DSL)
+    sid = a.session(agent_id)["id"]
+    stream = a.iter_events(CHAT, {"agent_id": agent_id, "session_id": sid, "query": "go", "stream": True})
+    seen = [first_message(stream)]
+    stopping = cluster.workers[0]
+    stopping.proc.terminate()                       # SIGTERM: a deploy stops it
+    assert stopping.proc.wait(30) == 0              # it stops at once: the turn went back to the queue
+    cluster.worker()
+    seen += list(stream)
+    assert seen[-1]["event"] == "workflow_finished" and texts(seen).endswith(BOTH_ANSWERS)
+    assert log_of(a, agent_id, sid) == [("user", "go"), ("assistant", BOTH_ANSWERS)]

@@ -43,7 +43,7 @@ SCHEDULES_CRON = "* * * * * */5"
 LOST_JOB_SECONDS = 30.0         # an open turn with no live job this long after it was queued is queued again
 EVENTS_KEPT_SECONDS = 3600.0    # the events of an ended turn stay this long (re-attaching, LangGraph's join_stream)
 SCHEMA_LOCK = 740216            # advisory lock: one process applies procrastinate's schema
-ENGINE_POOL = 4                 # PostgreSQL connections of the engine's own pool (beside its listening one)
+DEFAULT_QUEUE = "canvas2graph"
 
 
 def _session_lock(session_id: str) -> str:
@@ -53,39 +53,43 @@ def _session_lock(session_id: str) -> str:
 class JobEngine:
     """One process's view of the engine: defer and abort jobs; run a worker with `run_worker`."""
 
-    def __init__(self, url: str, pool_size: int = ENGINE_POOL):
+    def __init__(self, url: str, pool: Any = None, queue: str = DEFAULT_QUEUE):
         self.postgres = is_postgres(url or "")
         self.url = url
-        # a pool of its own: procrastinate opens its listening connection with the pool's connection arguments
-        # plus autocommit, which the store's pool (autocommit, prepared statements, for LangGraph) already sets
-        self.connector = (procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=pool_size)
-                          if self.postgres else InMemoryConnector())
+        # the store's pool (server/backend/store_sql.py): the engine's queries take their turn with the others
+        self.pool = pool
+        # the queue this process's API queues on and its worker takes from: processes that share a database
+        # and a queue share their turns (two deployments on one database keep apart with two queues)
+        self.queue = queue
+        self.connector = procrastinate.PsycopgConnector() if self.postgres else InMemoryConnector()
         self.app = procrastinate.App(connector=self.connector)
         self._register()
 
     def _register(self) -> None:
         app = self.app
-        # a turn handed back by a stopping worker (HandedBack) is queued again at once, any number of times
+        # a turn handed back (its worker stops, or the database went away) is queued again at once; its job keeps
+        # its place before the session's later turns (procrastinate orders a lock's jobs by id)
         retry = procrastinate.RetryStrategy(max_attempts=1000, retry_exceptions={HandedBack})
 
-        @app.task(name=TURN_TASK, pass_context=True, retry=retry)
+        @app.task(name=TURN_TASK, pass_context=True, retry=retry, queue=self.queue)
         async def turn(context, turn_id: str) -> None:
             await context.additional_context["turns"].run(turn_id, context.abort_reason)
 
-        @app.task(name=JOB_TASK, pass_context=True, retry=retry)
+        @app.task(name=JOB_TASK, pass_context=True, retry=retry, queue=self.queue)
         async def job(context, kind: str, job_id: str) -> None:
             handler = (context.additional_context.get("jobs") or {}).get(kind)
             if handler is None:
                 raise LookupError(f"no handler for background jobs of kind {kind!r} in this worker")
             await handler(job_id, context.abort_reason)
 
-        @app.periodic(cron=UPKEEP_CRON, periodic_id="upkeep")
-        @app.task(name=UPKEEP_TASK, pass_context=True, queueing_lock="c2g-upkeep")
+        # a queue's periodic jobs are its own: deferred once per tick among the workers of that queue
+        @app.periodic(cron=UPKEEP_CRON, periodic_id=f"upkeep@{self.queue}")
+        @app.task(name=UPKEEP_TASK, pass_context=True, queueing_lock=f"c2g-upkeep@{self.queue}", queue=self.queue)
         async def upkeep(context, timestamp: int) -> None:
             await context.additional_context["upkeep"](self)
 
-        @app.periodic(cron=SCHEDULES_CRON, periodic_id="schedules")
-        @app.task(name=SCHEDULES_TASK, pass_context=True, queueing_lock="c2g-schedules")
+        @app.periodic(cron=SCHEDULES_CRON, periodic_id=f"schedules@{self.queue}")
+        @app.task(name=SCHEDULES_TASK, pass_context=True, queueing_lock=f"c2g-schedules@{self.queue}", queue=self.queue)
         async def schedules(context, timestamp: int) -> None:
             fire = context.additional_context.get("schedules")
             if fire is not None:
@@ -94,7 +98,7 @@ class JobEngine:
     async def open(self) -> None:
         if self.postgres:
             await self._schema()
-        await self.app.open_async()
+        await self.app.open_async(self.pool)
 
     async def close(self) -> None:
         await self.app.close_async()
@@ -141,10 +145,10 @@ class JobEngine:
         if not self.postgres:
             job = self.connector.jobs.get(job_id)
             return job is not None and (job.get("args") or {}).get("turn_id") == turn_id
-        async with self.connector.pool.connection() as conn:
-            row = await (await conn.execute("SELECT args->>'turn_id' FROM procrastinate_jobs WHERE id = %s",
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute("SELECT args->>'turn_id' AS turn FROM procrastinate_jobs WHERE id = %s",
                                             (job_id,))).fetchone()
-        return row is not None and row[0] == turn_id
+        return row is not None and row["turn"] == turn_id
 
     async def job_status(self, job_id: int | None) -> str | None:
         if job_id is None:
@@ -156,24 +160,28 @@ class JobEngine:
         return getattr(found, "value", found)
 
     async def stalled_jobs(self) -> list[Any]:
-        """The turns and background jobs of workers whose heartbeat stopped."""
-        found = []
-        for task in (TURN_TASK, JOB_TASK):
-            found += await self.app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=STALLED_SECONDS)
-        return found
+        """The jobs (turns, background work, upkeep) of workers whose heartbeat stopped."""
+        return list(await self.app.job_manager.get_stalled_jobs(queue=self.queue,
+                                                                 seconds_since_heartbeat=STALLED_SECONDS))
 
     async def retry(self, job: Any) -> None:
-        await self.app.job_manager.retry_job(job)
+        """Run a stalled job again. An upkeep or schedules job whose next tick is queued already is dropped
+        instead (its queueing lock allows one waiting)."""
+        try:
+            await self.app.job_manager.retry_job(job)
+        except procrastinate.exceptions.UniqueViolation:
+            await self.app.job_manager.finish_job_by_id_async(job.id, status=procrastinate.jobs.Status.FAILED,
+                                                              delete_job=True)
 
     async def workers_alive(self) -> int:
         """Workers whose heartbeat is recent (for readiness: a turn queued with none waits)."""
         if not self.postgres:
             return len(self.connector.workers)
-        async with self.connector.pool.connection() as conn:
+        async with self.pool.connection() as conn:
             row = await (await conn.execute(
-                "SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > NOW() - %s * INTERVAL '1 second'",
+                "SELECT count(*) AS n FROM procrastinate_workers WHERE last_heartbeat > NOW() - %s * INTERVAL '1 second'",
                 (STALLED_SECONDS,))).fetchone()
-        return int(row[0])
+        return int(row["n"])
 
     # --- a worker -------------------------------------------------------------------------------
     async def run_worker(self, context: dict[str, Any], concurrency: int, *, name: str = "canvas2graph",
@@ -184,7 +192,7 @@ class JobEngine:
         while True:
             started = time.monotonic()
             worker = PromptWorker(
-                self.app, name=name, concurrency=concurrency, wait=True, install_signal_handlers=False,
+                self.app, name=name, concurrency=concurrency, queues=[self.queue], wait=True, install_signal_handlers=False,
                 additional_context=context, delete_jobs="always", listen_notify=True,
                 # in memory a poll costs nothing; on PostgreSQL notifications wake the worker, and PromptWorker
                 # fetches again where procrastinate would wait for the poll
@@ -236,8 +244,8 @@ class PromptWorker(Worker):
 
 
 @contextlib.asynccontextmanager
-async def open_engine(url: str, pool_size: int = ENGINE_POOL):
-    engine = JobEngine(url, pool_size)
+async def open_engine(url: str, pool: Any = None, queue: str = DEFAULT_QUEUE):
+    engine = JobEngine(url, pool, queue)
     await engine.open()
     try:
         yield engine

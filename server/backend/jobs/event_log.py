@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+from canvas2graph.server.backend.jobs.outages import database_away
 from canvas2graph.server.backend.jobs.wire import TURN_EVENT, decode, encode
 
 log = logging.getLogger("canvas2graph.events")
@@ -31,6 +32,7 @@ log = logging.getLogger("canvas2graph.events")
 CHANNEL = "c2g_events"
 POLL_SECONDS = 1.0              # a reader looks at the table at least this often (lost notifications)
 NOTIFY_MAX = 7000               # PostgreSQL's payload limit is 8000 bytes: larger batches are read from the table
+DATABASE_PATIENCE = 60.0        # a reader waits this long for a database that went away before it gives up
 
 
 def ends(events: list[dict]) -> bool:
@@ -107,9 +109,10 @@ class EventLog:
             await self.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN ({marks})", tuple(turn_ids))
 
     async def prune(self, ended_before: float) -> None:
-        """Drop the events of turns that ended before `ended_before`."""
-        await self.db.execute("DELETE FROM c2g_turn_events WHERE created_at < ? AND turn_id IN "
-                              "(SELECT id FROM c2g_turns WHERE ended_at < ?)", (ended_before, ended_before))
+        """Drop the events of turns that ended before `ended_before`, or whose row is gone (a rolled back run)."""
+        await self.db.execute("DELETE FROM c2g_turn_events WHERE created_at < ? AND turn_id NOT IN "
+                              "(SELECT id FROM c2g_turns WHERE ended_at IS NULL OR ended_at >= ?)",
+                              (ended_before, ended_before))
 
     async def _read(self, turn_id: str, start: int) -> list[tuple[int, list[dict]]]:
         rows = await self.db.fetchall("SELECT seq, events FROM c2g_turn_events WHERE turn_id = ? AND seq + n > ? "
@@ -130,9 +133,18 @@ class EventLog:
         waiter = _Waiter()      # listening before the first read: nothing appended meanwhile is missed
         self.waiters.setdefault(turn_id, set()).add(waiter)
         position = start
+        away_since: float | None = None
         try:
             while True:
-                batches = waiter.take(position) or await self._read(turn_id, position)
+                try:
+                    batches = waiter.take(position) or await self._read(turn_id, position)
+                    away_since = None
+                except Exception as e:          # noqa: BLE001 - a database restarting: the reader waits for it
+                    away_since = away_since or time.monotonic()
+                    if not database_away(e) or time.monotonic() - away_since > DATABASE_PATIENCE:
+                        raise
+                    await asyncio.sleep(0.5)
+                    continue
                 for seq, events in batches:
                     if seq + len(events) <= position:
                         continue            # read twice (a notification and the table)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from canvas2graph.server.backend.conversations import Conversations, ModelSource
-from canvas2graph.server.backend.jobs.engine import JobEngine
+from canvas2graph.server.backend.jobs.engine import DEFAULT_QUEUE, JobEngine
 from canvas2graph.server.backend.jobs.event_log import EventLog, PostgresEventLog, SqliteEventLog
 from canvas2graph.server.backend.jobs.turn_runs import TurnWorker
 from canvas2graph.server.backend.jobs.upkeep import Upkeep, recover_open_turns
@@ -62,9 +62,9 @@ class JobProcess:
 @asynccontextmanager
 async def open_jobs(store: Store, models: ModelSource,
                     services: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None, *,
-                    workers: int, policy: str = "enqueue") -> AsyncIterator[JobProcess]:
+                    workers: int, policy: str = "enqueue", queue: str = DEFAULT_QUEUE) -> AsyncIterator[JobProcess]:
     owner = process_owner()
-    engine = JobEngine(store.url)
+    engine = JobEngine(store.url, getattr(store.db, "pool", None), queue=queue)
     await engine.open()
     events: EventLog = PostgresEventLog(store.db) if engine.postgres else SqliteEventLog(store.db)
     await events.start()

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.graph.state import REQUEST
@@ -27,11 +27,12 @@ from canvas2graph.runtime.run.events import MESSAGE_ID
 from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRejected, TurnRequest
 from canvas2graph.runtime.services.observability import tracing_enabled
 from canvas2graph.server.backend.jobs.event_log import EventLog, ends
+from canvas2graph.server.backend.jobs.outages import database_away, retrying
 from canvas2graph.server.backend.jobs.publisher import AnswerFold, Publisher
 from canvas2graph.server.backend.jobs.rollback import roll_back
 from canvas2graph.server.backend.jobs.wire import turn_event
 from canvas2graph.server.backend.store import LEASE_SECONDS, Session, Store
-from canvas2graph.server.backend.store_turns import TurnRecord
+from canvas2graph.server.backend.store_turns import ENDED, TurnRecord
 
 log = logging.getLogger("canvas2graph.worker")
 
@@ -50,7 +51,11 @@ ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | 
 
 
 class HandedBack(Exception):
-    """The worker stops: its turn goes back to the queue, for another worker to continue."""
+    """The worker stops (or its database went away): its turn goes back to the queue, for a worker to continue."""
+
+
+class DatabaseAway(Exception):
+    """The database did not answer mid-turn: the turn is handed back, not failed."""
 
 
 class TurnWorker:
@@ -119,20 +124,42 @@ class TurnWorker:
             inner.cancel()              # the worker stops: the checkpoint keeps the turn for another one
             with contextlib.suppress(BaseException):
                 await inner
-            turn = await self.store.get_turn(turn_id)
-            await self.store.update_turn(turn_id, status="queued", owner=None, only_open=True)
-            if turn is not None:
-                with contextlib.suppress(Exception):
-                    await self.store.release_lease(turn.session_id, self.owner)
+            await self._hand_back(turn_id)
             raise HandedBack(f"turn {turn_id} handed back: its worker stopped") from None
 
+    async def _hand_back(self, turn_id: str) -> None:
+        """Put the turn back in the queue, as it was: the attempt it was does not count (MAX_ATTEMPTS counts
+        the workers that died running it)."""
+        with contextlib.suppress(Exception):
+            turn = await self.store.get_turn(turn_id)
+            if turn is not None and turn.open:
+                await self.store.update_turn(turn_id, status="queued", owner=None, attempts=max(turn.attempts - 1, 0),
+                                             only_open=True)
+                await self.store.release_lease(turn.session_id, self.owner)
+
     async def _take_up(self, turn_id: str) -> None:
-        turn = await self.store.claim_turn(turn_id, self.owner)
+        turn = await retrying(lambda: self.store.claim_turn(turn_id, self.owner))
         if turn is None:
             return                      # it ended meanwhile (cancelled while queued, say)
+        if turn.attempts > MAX_ATTEMPTS:
+            # its worker died that many times running it (out of memory, say): it is not taken up again
+            await self._give_up(turn, f"the turn was taken up {turn.attempts - 1} times after its worker died; "
+                                      "it is not run again")
+            return
         if turn.cancel:
             self.cancel_actions.setdefault(turn_id, turn.cancel)    # cancelled as it was taken up: it stops at once
-        await self._run(turn)
+        try:
+            await self._run(turn)
+        except DatabaseAway as e:
+            log.warning("turn %s: the database went away (%s); it goes back to the queue", turn_id, e.__cause__)
+            await self._hand_back(turn_id)
+            await asyncio.sleep(1)      # queued again at once (keeping its place before the session's later turns)
+            raise HandedBack(f"turn {turn_id} handed back: the database went away") from e
+
+    async def _give_up(self, turn: TurnRecord, reason: str) -> None:
+        publisher = Publisher(self.events, turn.id, await self.events.next_seq(turn.id))
+        await self.finish_turn(turn, publisher, AnswerFold(), {"status": "failed", "error": reason,
+                                                            "error_type": "TooManyAttempts"})
 
     def cancel_here(self, turn_id: str, action: str = "cancel") -> bool:
         runner = self.running.get(turn_id)
@@ -162,6 +189,10 @@ class TurnWorker:
             if isinstance(e, asyncio.CancelledError):
                 await publisher.close()
                 raise
+            if database_away(e):        # not the turn's fault: it resumes from its checkpoint once the database is back
+                with contextlib.suppress(BaseException):
+                    await publisher.close(timeout=5)
+                raise DatabaseAway(str(e)) from e
             end = {"status": "failed", "error": _reason(e), "error_type": type(e).__name__}
             if not isinstance(e, TurnFailed):
                 log.exception("turn %s of session %s failed", turn.id, turn.session_id)
@@ -171,7 +202,7 @@ class TurnWorker:
             if self.sessions.pop(turn.id, None) is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.release_lease(turn.session_id, self.owner))
-        await self._finish(turn, publisher, fold, end)
+        await self.finish_turn(turn, publisher, fold, end)
 
     async def _drive(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold) -> dict[str, Any]:
         session = await self.store.get_session(turn.tenant, turn.session_id)
@@ -191,11 +222,16 @@ class TurnWorker:
         await self._lease(session.id)
         self.sessions[turn.id] = session.id
         logged_question = False
+        earlier = EarlierTurns(self, turn)
         events = runner.run_turn(session.id, request)
         try:
             async with self._starting:          # the costly part of a turn is its start, up to its first event
                 event = await anext(events, None)
             while event is not None:
+                if event.get("message_id") not in (None, turn.message_id) and await earlier.take(event):
+                    event = await anext(events, None)
+                    continue
+                await earlier.close()
                 if not logged_question and event.get("message_id") == turn.message_id:
                     logged_question = True
                     await self._log_question(turn, session)
@@ -206,6 +242,11 @@ class TurnWorker:
             return {"status": "rejected", "error": str(e), "error_type": "TurnRejected"}
         finally:
             await events.aclose()
+            await earlier.close(runner.outcome.status)
+        if runner.outcome.extra.get("finished_first") and not logged_question:
+            # the session's interrupted turn did not finish (it paused, failed or was cancelled): this one waits
+            return {"status": "rejected", "error_type": "TurnRejected",
+                    "error": f"session {session.id} has an earlier turn that did not finish: answer it, then ask again"}
         outcome = runner.outcome
         status = outcome.status
         if status == "cancelled":
@@ -232,8 +273,14 @@ class TurnWorker:
         """What to run: the turn's request; or, once the turn has checkpointed a step, only its continuation
         (None when it is over)."""
         request = TurnRequest.from_dict({**turn.request, "message_id": turn.message_id})
-        saved = await self.store.checkpointer.aget_tuple({"configurable": {"thread_id": turn.session_id}})
-        if saved is None or (saved.metadata or {}).get(MESSAGE_ID) != turn.message_id or request.fork is not None:
+        config = {"configurable": {"thread_id": turn.session_id}}
+        saved = await self.store.checkpointer.aget_tuple(config)
+        if saved is None or request.fork is not None:
+            return request
+        if (saved.metadata or {}).get(MESSAGE_ID) != turn.message_id:
+            # a later turn's Runner may have finished this one first (its job was lost): it is not run twice
+            async for _ran in self.store.checkpointer.alist(config, filter={MESSAGE_ID: turn.message_id}, limit=1):
+                return None
             return request
         if (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open") \
                 and not any(w[1] == "__interrupt__" for w in saved.pending_writes or ()):
@@ -242,7 +289,14 @@ class TurnWorker:
         return None
 
     async def _status_now(self, turn: TurnRecord, runner: Runner) -> str:
-        return "paused" if await runner.waiting_for(turn.session_id) is not None else "finished"
+        """How a turn that is over in its checkpoint ended (its worker died before recording it)."""
+        state = await runner.graph.aget_state({"configurable": {"thread_id": turn.session_id}})
+        if (state.metadata or {}).get(MESSAGE_ID) != turn.message_id:
+            return "finished"           # finished by a later turn's Runner: the session went on
+        if await runner.waiting_for(turn.session_id) is not None:
+            return "paused"
+        ended = (state.values.get(REQUEST) or {}).get("ended")
+        return "cancelled" if ended == "cancelled" else "failed" if ended == "failed" else "finished"
 
     async def _lease(self, session_id: str) -> None:
         """Hold the session's lease (API requests that change a session's state take it too). A live holder
@@ -269,13 +323,13 @@ class TurnWorker:
                                **({"query": edited} if isinstance(edited, str) else {})}
         await self.store.append_messages(session.id, [message])
 
-    async def _finish(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold, end: dict[str, Any]) -> None:
+    async def finish_turn(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold, end: dict[str, Any]) -> None:
         status = end.get("status") or "failed"
         if fold.started and status != "rejected":
             for message_id in fold.message_ids():
                 answer = {"role": "assistant", "content": fold.answer(message_id), "created_at": time.time(),
                           "id": message_id}
-                if not await self.store.append_messages(turn.session_id, [answer], fold.reference):
+                if not await retrying(lambda: self.store.append_messages(turn.session_id, [answer], fold.reference)):
                     # deleted while it ran: drop what the turn checkpointed after the deletion
                     with contextlib.suppress(Exception):
                         await self.store.checkpointer.adelete_thread(turn.session_id)
@@ -283,10 +337,12 @@ class TurnWorker:
             await roll_back(self.store, turn)
         # the row first: a reader that sees the end record finds the turn ended (and a worker dying between the
         # two leaves readers the row's end, `EventLog.follow`'s `settled`)
-        await self.store.end_turn(turn.id, status, end.get("error"))
+        await retrying(lambda: self.store.end_turn(turn.id, status, end.get("error")))
         record = {k: v for k, v in end.items() if v is not None}
         publisher.put(turn_event("end", **{**record, "status": status, "usage": end.get("usage") or fold.usage}))
         await publisher.close()
+        if status == "rolled_back":         # the run no longer exists (its events stay for its readers, a while)
+            await self.store.delete_turns([turn.id])
         if turn.options.get("on_run_completed") == "delete":    # a LangGraph cron's thread of its own
             await self.store.delete_sessions(turn.tenant, [turn.session_id])
 
@@ -297,6 +353,45 @@ class TurnWorker:
                 await self.store.end_turn(turn.id, event.get("status") or "failed", event.get("error"))
                 return
 
+
+
+class EarlierTurns:
+    """The events of a session's earlier turn that a turn's Runner finished first (its worker died and its own job
+    was lost): they go to that turn's own stream and record, not this one's, when the turns table has it."""
+
+    def __init__(self, worker: TurnWorker, turn: TurnRecord):
+        self.worker, self.turn = worker, turn
+        self.current: tuple[TurnRecord, Publisher, AnswerFold] | None = None
+        self.unknown: set[str] = set()
+
+    async def take(self, event: dict) -> bool:
+        """Route an event of another message id to its turn; False when no open turn of the session has it."""
+        message_id = event["message_id"]
+        if message_id in self.unknown:
+            return False
+        if self.current is None or self.current[0].message_id != message_id:
+            await self.close()
+            found = [t for t in await self.worker.store.open_turns(self.turn.session_id)
+                     if t.message_id == message_id and t.id != self.turn.id]
+            if not found:
+                self.unknown.add(message_id)
+                return False
+            other = found[0]
+            self.current = (other, Publisher(self.worker.events, other.id, await self.worker.events.next_seq(other.id)),
+                            AnswerFold())
+            self.current[2].add(turn_event("attempt", attempt=other.attempts + 1, owner=self.worker.owner))
+        _other, publisher, fold = self.current
+        fold.add(event)
+        publisher.put(event)
+        return True
+
+    async def close(self, status: str = "finished") -> None:
+        """The earlier turn's part is over: record how it ended (finished, when this turn's own events follow)."""
+        if self.current is None:
+            return
+        other, publisher, fold = self.current
+        self.current = None
+        await self.worker.finish_turn(other, publisher, fold, {"status": status if status in ENDED else "failed"})
 
 
 def _reason(error: BaseException) -> str:

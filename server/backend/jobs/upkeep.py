@@ -33,19 +33,22 @@ class Upkeep:
 
     async def take_over_stalled(self, engine: JobEngine) -> int:
         jobs = await engine.stalled_jobs()
-        for job in jobs:
+        for job in jobs:                # one at a time: a job another process retried meanwhile is left alone
             turn = await self.store.get_turn(str(job.task_kwargs.get("turn_id", ""))) if "turn_id" in job.task_kwargs \
                 else None
             if turn is not None and turn.open and turn.owner:
                 await self.store.release_lease(turn.session_id, turn.owner)
                 log.warning("turn %s of session %s: its worker (%s) stopped answering; taking it over",
                             turn.id, turn.session_id, turn.owner)
-            await engine.retry(job)
+            try:
+                await engine.retry(job)
+            except Exception as e:      # noqa: BLE001 - taken over by another process meanwhile, say: the others go on
+                log.warning("could not retry stalled job %s: %s", job.id, e)
         return len(jobs)
 
     async def requeue_lost(self, engine: JobEngine) -> int:
         count = 0
-        for turn in await self.store.open_turns(older_than=time.time() - LOST_JOB_SECONDS):
+        for turn in await self.store.open_turns(older_than=time.time() - LOST_JOB_SECONDS, queue=engine.queue):
             if await engine.job_status(turn.job_id) in ("todo", "doing"):
                 continue
             if turn.owner and turn.owner != self.owner and not lease_owner_is_dead(turn.owner) \
@@ -68,7 +71,7 @@ async def requeue(store: Store, engine: JobEngine, turn_id: str, session_id: str
 async def recover_open_turns(store: Store, engine: JobEngine, owner: str) -> int:
     """The embedded engine's start: queue again the open turns of processes that are gone, oldest first."""
     count = 0
-    for turn in await store.open_turns():
+    for turn in await store.open_turns(queue=engine.queue):
         if turn.owner and turn.owner != owner and not lease_owner_is_dead(turn.owner) \
                 and await store.lease_is_live(turn.session_id):
             continue
