@@ -43,6 +43,38 @@ async function upload(agentId, files) {
 }
 
 /**
+ * The fields of `inputs` ({key: {type, name, optional, options, value}}), each named by its key, with
+ * `value` as what it starts with: the fields of a form, without the form (InputsForm, and the schedule
+ * form's Begin inputs in schedules.jsx). Read them back with readInputs.
+ */
+export function InputFields({ inputs, idPrefix, disabled = false }) {
+  return Object.entries(inputs || {}).map(([key, field]) => {
+    const f = field || {};
+    const id = `${idPrefix}-${key.replace(/[^\w-]/g, '_')}`;
+    const label = <label htmlFor={id}>{fieldLabel(key, f)}{f.optional ? <span className="muted"> (optional)</span> : null}</label>;
+    const control = <Control id={id} name={key} field={f} disabled={disabled} />;
+    return <div key={key} className={`field field-${kind(f)}`}>{kind(f) === 'boolean' ? <>{control}{label}</> : <>{label}{control}</>}</div>;
+  });
+}
+
+/** The answer of the InputFields inside `container` (a form or a fieldset): {key: {type, value}}, as
+ * RAGFlow's clients send it; file fields are uploaded first for `agentId`. */
+export async function readInputs(container, inputs, agentId) {
+  const answer = {};
+  for (const [key, field] of Object.entries(inputs || {})) {
+    const input = container.elements.namedItem(key);
+    const type = kind(field);
+    let value;
+    if (type === 'boolean') value = input.checked;
+    else if (isNumber(type)) value = input.value === '' ? null : Number(input.value);
+    else if (type.includes('file')) value = await upload(agentId, input.files);
+    else value = input.value;
+    answer[key] = { type: (field && field.type) || 'line', value };
+  }
+  return answer;
+}
+
+/**
  * A form for `inputs` ({key: {type, name, optional, options, value}}). `onSubmit(answer)` gets
  * {key: {type, value}}; file fields are uploaded first for `agentId`. `done` shows it answered (disabled).
  */
@@ -51,7 +83,6 @@ export function InputsForm({ title, tips, inputs, agentId, submitLabel = 'Contin
   const formRef = useRef(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
-  const fields = Object.entries(inputs || {});
 
   useEffect(() => {
     if (!autoFocus || done) return;
@@ -64,18 +95,7 @@ export function InputsForm({ title, tips, inputs, agentId, submitLabel = 'Contin
     setBusy(true);
     setError('');
     try {
-      const answer = {};
-      for (const [key, field] of fields) {
-        const input = formRef.current.elements.namedItem(key);
-        const type = kind(field);
-        let value;
-        if (type === 'boolean') value = input.checked;
-        else if (isNumber(type)) value = input.value === '' ? null : Number(input.value);
-        else if (type.includes('file')) value = await upload(agentId, input.files);
-        else value = input.value;
-        answer[key] = { type: (field && field.type) || 'line', value };
-      }
-      await onSubmit(answer);
+      await onSubmit(await readInputs(formRef.current, inputs, agentId));
     } catch (e) {
       setError(plainError(e.message));
       setBusy(false);
@@ -87,13 +107,7 @@ export function InputsForm({ title, tips, inputs, agentId, submitLabel = 'Contin
     <form ref={formRef} className="inputs-form" aria-labelledby={`${formId}-title`} onSubmit={submit}>
       <h3 id={`${formId}-title`}>{title}</h3>
       {tips ? <p className="tips">{tips}</p> : null}
-      {fields.map(([key, field]) => {
-        const f = field || {};
-        const id = `${formId}-${key.replace(/[^\w-]/g, '_')}`;
-        const label = <label htmlFor={id}>{fieldLabel(key, f)}{f.optional ? <span className="muted"> (optional)</span> : null}</label>;
-        const control = <Control id={id} name={key} field={f} disabled={disabled} />;
-        return <div key={key} className={`field field-${kind(f)}`}>{kind(f) === 'boolean' ? <>{control}{label}</> : <>{label}{control}</>}</div>;
-      })}
+      <InputFields inputs={inputs} idPrefix={formId} disabled={disabled} />
       <div className="buttons">
         <button type="submit" className="primary" disabled={disabled}>{done ? 'Answered' : submitLabel}</button>
       </div>

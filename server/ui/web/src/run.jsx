@@ -1,6 +1,6 @@
 // The run page: the chat streaming the answer, the agent on its canvas lighting up as events arrive,
 // Begin / UserFillUp forms (the composer waits while one is open), Cancel, and the agent's sessions
-// (reopening one shows its history and the canvas as its last turn left it).
+// (reopening one shows its history and the canvas as its last turn left it), and its schedules (schedules.jsx).
 import { useEffect, useRef, useState } from 'react';
 import { api } from './api.js';
 import { RunCanvas } from './canvas.jsx';
@@ -9,6 +9,7 @@ import { EndpointsPanel } from './endpoints.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { fieldLabel } from './forms.jsx';
 import { statesFromSteps, stepsOfTurn } from './runstate.js';
+import { SchedulesPanel } from './schedules.jsx';
 import { SessionsPanel } from './sessions.jsx';
 import { useTurn } from './turns.js';
 import { plainError, route } from './util.js';
@@ -199,6 +200,7 @@ function RunView({ agent, session }) {
         </section>
         <RunCanvas dsl={dsl} states={turn.states} onOpen={openStep} />
       </div>
+      <SchedulesPanel agent={agent} onRun={loadSessions} />
       <EndpointsPanel agent={agent} />
     </>
   );

@@ -1,5 +1,5 @@
 // An agent's sessions beside its chat: the first question, when it was last used (relative time), a status
-// in words, a search box and delete (asks first).
+// in words (and "scheduled" for a schedule's run), a search box and delete (asks first).
 import { useState } from 'react';
 import { api } from './api.js';
 import { notify } from './common.jsx';
@@ -51,7 +51,7 @@ export function SessionsPanel({ agentId, sessions, current, onChanged }) {
                 <span className="session-title">{sessionTitle(s)}</span>
                 <span className="session-meta muted">
                   <time dateTime={s.update_date || ''} title={s.update_date || ''}>{relativeTime(s.update_time || s.update_date)}</time>
-                  {' · '}{status.text}{status.turns > 1 ? ` · ${status.turns} turns` : ''}
+                  {' · '}{status.text}{status.turns > 1 ? ` · ${status.turns} turns` : ''}{s.source === 'schedule' ? ' · scheduled' : ''}
                 </span>
               </a>
               {asking === s.id

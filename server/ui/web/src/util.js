@@ -82,3 +82,31 @@ export function jsonError(text, error) {
   const before = text.slice(0, at).split('\n');
   return `Not valid JSON at line ${before.length}, column ${before.at(-1).length + 1}.`;
 }
+
+/** A time to come as "in 3 min" (the same units as relativeTime; a time just past is "now"). */
+export function untilTime(value, now = Date.now()) {
+  const when = toDate(value);
+  if (!when) return '';
+  const diff = Math.round((when.getTime() - now) / 1000);
+  if (diff < 1) return 'now';
+  if (diff < 60) return `in ${diff} s`;
+  const units = [[60, 'min', 3600], [3600, 'h', 48 * 3600], [86400, 'd', Infinity]];
+  for (const [size, name, limit] of units) {
+    if (diff < limit) return `in ${Math.max(1, Math.round(diff / size))} ${name}`;
+  }
+  return '';
+}
+
+/** A time as the clock of a time zone shows it ("Mon 12 May, 09:00"), seconds when asked; the browser's
+ * zone when `timeZone` is empty, UTC when the browser does not know it. */
+export function clockText(value, timeZone, withSeconds = false) {
+  const when = toDate(value);
+  if (!when) return '';
+  const options = { weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit',
+    ...(withSeconds ? { second: '2-digit' } : {}), hourCycle: 'h23' };
+  try {
+    return new Intl.DateTimeFormat(undefined, { ...options, ...(timeZone ? { timeZone } : {}) }).format(when);
+  } catch {
+    return new Intl.DateTimeFormat(undefined, { ...options, timeZone: 'UTC' }).format(when);
+  }
+}
