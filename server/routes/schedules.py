@@ -42,8 +42,8 @@ def _fields(body: dict, current: Schedule | None = None) -> dict[str, Any]:
         cron = body.get("cron", body.get("schedule", current.schedule if current else None))
         tz = body.get("timezone", current.timezone if current else None)
         cron, tz = check_cron(cron, tz)
-    except ScheduleError as e:
-        raise argument_error(str(e))
+    except ScheduleError as e:          # this API calls the expression `cron`
+        raise argument_error(str(e).replace("schedule:", "cron:", 1))
     if "query" in body:
         if not isinstance(body["query"], str):
             raise argument_error("query: must be a string (the message each run is asked)")
@@ -71,7 +71,7 @@ def _fields(body: dict, current: Schedule | None = None) -> dict[str, Any]:
 @router.post("/agents/{agent_id}/schedules", summary="Run the agent on a cron expression, with these inputs")
 async def create_schedule(request: Request, agent_id: str, body: Any = Body(...), tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    if len(await store(request).list_schedules(tenant_id, agent_id=agent_id)) >= MAX_SCHEDULES:
+    if len(await store(request).list_schedules(tenant_id, kind="agent", agent_id=agent_id)) >= MAX_SCHEDULES:
         raise argument_error(f"agent {agent_id} has {MAX_SCHEDULES} schedules already: delete one first")
     fields = _fields(body)
     schedule = await store(request).add_schedule(Schedule(id="", tenant=tenant_id, kind="agent", agent_id=agent_id,
@@ -82,13 +82,14 @@ async def create_schedule(request: Request, agent_id: str, body: Any = Body(...)
 @router.get("/agents/{agent_id}/schedules", summary="An agent's schedules, oldest first")
 async def list_schedules(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    return ok([schedule_view(s) for s in await store(request).list_schedules(tenant_id, agent_id=agent_id)])
+    # the agent's LangGraph crons are listed and changed through `/langgraph/runs/crons`, not here
+    return ok([schedule_view(s) for s in await store(request).list_schedules(tenant_id, kind="agent", agent_id=agent_id)])
 
 
 async def _owned(request: Request, tenant_id: str, agent_id: str, schedule_id: str) -> Schedule:
     await owned_agent(request, tenant_id, agent_id)
     schedule = await store(request).get_schedule(tenant_id, schedule_id)
-    if schedule is None or schedule.agent_id != agent_id:
+    if schedule is None or schedule.agent_id != agent_id or schedule.kind != "agent":
         raise not_found(f"schedule {schedule_id} of agent {agent_id}")
     return schedule
 

@@ -48,9 +48,9 @@ def test_a_schedule_runs_the_agent_in_a_session_of_its_own_until_it_is_disabled(
 
 
 @pytest.mark.parametrize("body, field", [
-    ({"cron": "every day"}, "schedule"),
-    ({"cron": "61 * * * *"}, "schedule"),
-    ({}, "schedule"),
+    ({"cron": "every day"}, "cron"),
+    ({"cron": "61 * * * *"}, "cron"),
+    ({}, "cron"),
     ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "timezone"),
     ({"cron": "0 9 * * *", "inputs": ["not", "an", "object"]}, "inputs"),
     ({"cron": "0 9 * * *", "query": 7}, "query"),

@@ -177,10 +177,11 @@ def test_a_running_component_counts_its_time_and_cancel_says_the_answer_had_fini
     expect(running.locator(".elapsed-live")).not_to_have_text(first)          # it counts
     b.shot("running")
     b.page.get_by_role("button", name="Cancel").click()
-    # the streaming Message finishes first (a cancel ends the turn at the next component boundary)
+    # a cancel stops the turn at once, mid-way through the streaming Message
     expect(b.page.locator(".message.notice-warning")).to_have_text(
-        "The turn was cancelled after its answer had finished.", timeout=30_000)
-    expect(component(b, "LLM:After")).to_have_attribute("data-state", "cancelled")
+        "The turn was cancelled before its answer finished.", timeout=30_000)
+    expect(component(b, "LLM:Slow")).to_have_attribute("data-state", "cancelled")
+    expect(component(b, "LLM:After")).not_to_have_attribute("data-state", "done")
 
 
 def test_clicking_a_component_opens_its_step(browsing, ui_server, alice_token):

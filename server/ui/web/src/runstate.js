@@ -20,6 +20,10 @@ function asking(states, dsl) {
     && Object.entries(components).some(([up, cpn]) => ((cpn && cpn.downstream) || []).includes(id) && states[up] && states[up].state === 'done'));
 }
 
+/** A component's failure: a cancel that stopped it mid-run (RAGFlow's "Task has been canceled") is no error. */
+const CANCELLED = 'Task has been canceled';
+const failure = error => (String(error) === CANCELLED ? ['cancelled', ''] : ['error', String(error)]);
+
 /** The states after one event. */
 export function applyRunEvent(states, event, dsl) {
   const data = event.data || {};
@@ -27,7 +31,7 @@ export function applyRunEvent(states, event, dsl) {
     case 'workflow_started': return {};
     case 'node_started': return set(states, data.component_id, 'running', '', { startedAt: Date.now() });
     case 'node_finished':
-      return data.error ? set(states, data.component_id, 'error', String(data.error))
+      return data.error ? set(states, data.component_id, ...failure(data.error))
         : set(states, data.component_id, 'done', seconds(data.elapsed_time), branchOf(data.outputs));
     case 'user_inputs':
       return asking(states, dsl).reduce((s, id) => set(s, id, 'paused', 'waiting for the form'), states);
@@ -57,7 +61,7 @@ export function statesFromSteps(steps, dsl, status) {
   let states = {};
   const last = steps.at(-1);
   for (const step of steps) {
-    if (step.error) states = set(states, step.component_id, 'error', String(step.error));
+    if (step.error) states = set(states, step.component_id, ...failure(step.error));
     else if (step.form && status === 'paused' && step === last) states = set(states, step.component_id, 'paused', 'waiting for the form');
     else states = set(states, step.component_id, 'done', seconds(step.elapsed), branchOf(step.outputs));
   }
