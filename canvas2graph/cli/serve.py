@@ -55,8 +55,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(str(e))
     if args.allow_local_code:
         check_sandbox()
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=10)
+    _serve(app, args)
     return 0
+
+
+def _serve(app, args: argparse.Namespace) -> None:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, telling the app when it starts to stop: the streams it then closes were not left
+        by their clients, so their turns run on in their workers (a client re-attaches from another process)."""
+
+        def handle_exit(self, sig, frame) -> None:
+            conversations = getattr(app.state, "conversations", None)
+            if conversations is not None:
+                conversations.stopping = True
+            super().handle_exit(sig, frame)
+
+    Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                          timeout_graceful_shutdown=10)).run()
 
 
 def check_queue(name: str) -> str:

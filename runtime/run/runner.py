@@ -165,6 +165,7 @@ class Runner:
         self._context: RunContext | None = None
         self._stop: asyncio.Event | None = None
         self._cancel: bool | None = None        # a cancel asked for (True: at once), kept for a run not yet started
+        self._close_cancelled = True
 
     def preflight(self) -> None:
         """Fail before the turn starts when a model is not configured (a missing key, say)."""
@@ -175,10 +176,12 @@ class Runner:
             if llm_id:
                 self.models.check(llm_id, component_id=cid)
 
-    def cancel(self, at_once: bool = True) -> None:
+    def cancel(self, at_once: bool = True, close: bool = True) -> None:
         """Stop the running turn: at once (its running components, a model's stream included, are cancelled
         and finish with RAGFlow's cancelled error), or with `at_once=False` at the next node boundary. Either
-        way the turn ends as RAGFlow ends a cancelled run, and the session takes the next request."""
+        way the turn ends as RAGFlow ends a cancelled run, and the session takes the next request. With
+        `close=False` the turn is only left, as a process that died leaves it (another runs it on)."""
+        self._close_cancelled = close
         self._cancel = True if at_once else self._cancel if self._cancel is not None else False
         if self._context is not None:
             self._context.cancel_requested = True
@@ -334,7 +337,7 @@ class Runner:
         self.outcome.status = events.status
         if events.error:
             self.outcome.error = events.error
-        if self.checkpointer is not None and self.outcome.status == "cancelled":
+        if self.checkpointer is not None and self.outcome.status == "cancelled" and self._close_cancelled:
             # stopped mid-step, its tasks look like an interruption: closed, the next request starts afresh
             await self._close_turn(config, ended="cancelled")
         if self.checkpointer is not None and self.outcome.status == "finished":

@@ -179,6 +179,9 @@ class Conversations:
         self.policy = policy
         self.owner = owner or process_owner()
         self._background: set[asyncio.Task] = set()
+        # set when the server starts to stop: the streams it closes then were not left by their clients, and
+        # their turns run on (a client re-attaches from another process)
+        self.stopping = False
 
     async def __aenter__(self) -> "Conversations":
         return self
@@ -269,6 +272,8 @@ class Conversations:
         return state is not None
 
     def cancel_soon(self, turn: TurnRecord, action: str = "cancel") -> None:
+        if self.stopping:
+            return
         task = asyncio.ensure_future(self._cancel_quietly(turn, action))
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -123,13 +123,12 @@ class TurnTables:
         return bool(await self.db.execute(f"UPDATE c2g_turns SET status = ?, error = ?, ended_at = ? WHERE id = ? AND {where}",
                                           (status, error, time.time(), turn_id)))
 
-    async def turn_cancels(self, turn_ids: list[str]) -> dict[str, str]:
-        """The cancels asked for among these turns: turn id -> action."""
+    async def running_turn_rows(self, turn_ids: list[str]) -> list[dict]:
+        """Who runs these turns, which attempt, and the cancels asked for: what a worker watches of its turns."""
         if not turn_ids:
-            return {}
-        rows = await self.db.fetchall(f"SELECT id, cancel FROM c2g_turns WHERE id IN ({_marks(turn_ids)}) "
-                                      "AND cancel IS NOT NULL", tuple(turn_ids))
-        return {r["id"]: r["cancel"] for r in rows}
+            return []
+        return await self.db.fetchall(f"SELECT id, owner, attempts, cancel FROM c2g_turns WHERE id IN "
+                                      f"({_marks(turn_ids)})", tuple(turn_ids))
 
     async def open_turns(self, session_id: str | None = None, *, older_than: float | None = None,
                          queue: str | None = None) -> list[TurnRecord]:

@@ -112,14 +112,15 @@ def test_a_worker_killed_mid_turn_is_taken_over_and_the_clients_stream_ends_whol
     assert [role for role, _ in log_of(b, agent_id, sid)] == ["user", "assistant", "user", "assistant"]
 
 
-def test_the_api_process_a_client_streams_from_is_killed_and_the_turn_still_finishes(cluster):
+@pytest.mark.parametrize("stop", ["kill", "stop"])      # SIGKILL, or SIGTERM as a deploy stops it
+def test_the_api_process_a_client_streams_from_dies_or_stops_and_the_turn_still_finishes(cluster, stop):
     cluster.worker()
     a, b = cluster.a, cluster.b
     agent_id = a.agent(TWO_STEP_DSL)
     sid = a.session(agent_id)["id"]
     stream = a.iter_events(CHAT, {"agent_id": agent_id, "session_id": sid, "query": "go", "stream": True})
     first_message(stream)
-    cluster.apis[0].kill()
+    getattr(cluster.apis[0], stop)()
     # the client re-attaches through the other API process and reads the whole turn
     events = b.stream(f"/agents/{agent_id}/sessions/{sid}/stream", None, method="GET")
     finished = [e["data"]["component_id"] for e in events if e["event"] == "node_finished"]

@@ -62,6 +62,7 @@ class JobEngine:
         # and a queue share their turns (two deployments on one database keep apart with two queues)
         self.queue = queue
         self.connector = procrastinate.PsycopgConnector() if self.postgres else InMemoryConnector()
+        self.worker_ids: set[int] = set()      # this process's workers, as the engine's table names them
         self.app = procrastinate.App(connector=self.connector)
         self._register()
 
@@ -199,6 +200,7 @@ class JobEngine:
                 fetch_job_polling_interval=1.0 if self.postgres else 0.05, abort_job_polling_interval=1.0,
                 update_heartbeat_interval=HEARTBEAT_SECONDS, stalled_worker_timeout=STALLED_SECONDS,
                 shutdown_graceful_timeout=graceful_seconds)
+            worker.ids = self.worker_ids
             try:
                 await worker.run()
             except asyncio.CancelledError:
@@ -225,12 +227,15 @@ class PromptWorker(Worker):
     """
 
     _notified = 0
+    ids: set[int] = set()           # the engine's: its processes' worker ids (a process never thinks itself dead)
 
     async def _handle_notification(self, *, channel: str, notification: Any) -> None:
         self._notified += 1
         await super()._handle_notification(channel=channel, notification=notification)
 
     async def _fetch_and_process_jobs(self) -> None:
+        if self.worker_id is not None:
+            self.ids.add(self.worker_id)
         seen = self._notified
         await super()._fetch_and_process_jobs()
         if self._notified != seen:

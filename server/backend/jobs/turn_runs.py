@@ -71,6 +71,8 @@ class TurnWorker:
         self.running: dict[str, Runner] = {}          # turn id -> its runner, while it runs here
         self.sessions: dict[str, str] = {}            # turn id -> its session (the leases this worker holds)
         self.cancel_actions: dict[str, str] = {}      # turn id -> the cancel asked for ("interrupt", ...)
+        self.attempts: dict[str, int] = {}            # turn id -> the attempt this worker runs
+        self.lost: set[str] = set()                   # turns another worker took up while this one ran them
         self._renewer: asyncio.Task | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -85,18 +87,27 @@ class TurnWorker:
                 await self._renewer
 
     async def _watch_forever(self) -> None:
-        """Renew the leases of running turns, and stop those a cancel was asked for through the database (the
-        engine's abort is quicker, but reaches only the processes of its own engine: on SQLite, one)."""
+        """Renew the leases of running turns; stop those a cancel was asked for through the database (the engine's
+        abort is quicker, but reaches only the processes of its own engine: on SQLite, one); and stop at once,
+        recording nothing, a turn another worker has taken up meanwhile (this worker was thought dead: its
+        event loop stalled past the heartbeat's limit, say), so that a turn never runs twice at once."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
             if not self.running:
                 continue
             try:
-                for turn_id, action in (await self.store.turn_cancels(list(self.running))).items():
-                    if turn_id not in self.cancel_actions:
-                        self.cancel_actions[turn_id] = action
-                        self.cancel_here(turn_id, action)
+                for row in await self.store.running_turn_rows(list(self.running)):
+                    turn_id = row["id"]
+                    if row["owner"] != self.owner or row["attempts"] != self.attempts.get(turn_id, row["attempts"]):
+                        if turn_id not in self.lost:
+                            log.warning("turn %s was taken up by another worker (%s); this one stops", turn_id,
+                                        row["owner"])
+                            self.lost.add(turn_id)
+                            self.running[turn_id].cancel(close=False)       # left as is: the other worker runs it
+                    elif row["cancel"] and turn_id not in self.cancel_actions:
+                        self.cancel_actions[turn_id] = row["cancel"]
+                        self.cancel_here(turn_id, row["cancel"])
                 if time.monotonic() - renewed >= RENEW_SECONDS and self.sessions:
                     await self.store.renew_leases(self.owner, list(self.sessions.values()))
                     renewed = time.monotonic()
@@ -148,6 +159,7 @@ class TurnWorker:
             return
         if turn.cancel:
             self.cancel_actions.setdefault(turn_id, turn.cancel)    # cancelled as it was taken up: it stops at once
+        self.attempts[turn_id] = turn.attempts
         try:
             await self._run(turn)
         except DatabaseAway as e:
@@ -198,10 +210,15 @@ class TurnWorker:
                 log.exception("turn %s of session %s failed", turn.id, turn.session_id)
         finally:
             self.running.pop(turn.id, None)
+            self.attempts.pop(turn.id, None)
             self.cancel_actions.pop(turn.id, None)
             if self.sessions.pop(turn.id, None) is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.release_lease(turn.session_id, self.owner))
+        if turn.id in self.lost:            # another worker runs it now: it records the turn, not this one
+            self.lost.discard(turn.id)
+            await publisher.close(timeout=5)
+            return
         await self.finish_turn(turn, publisher, fold, end)
 
     async def _drive(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class Upkeep:
 
     async def take_over_stalled(self, engine: JobEngine) -> int:
         jobs = await engine.stalled_jobs()
+        jobs = [job for job in jobs if job.worker_id not in engine.worker_ids]     # this process is alive
         for job in jobs:                # one at a time: a job another process retried meanwhile is left alone
             turn = await self.store.get_turn(str(job.task_kwargs.get("turn_id", ""))) if "turn_id" in job.task_kwargs \
                 else None
