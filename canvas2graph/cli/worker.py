@@ -34,6 +34,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                           files_dir=args.files_dir, pool_size=args.pool_size, workers=args.concurrency,
                           queue=check_queue(args.queue))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level != "debug":           # procrastinate logs every job's start and end at INFO
+        logging.getLogger("procrastinate").setLevel(max(logging.WARNING, logging.getLogger().level))
     if args.allow_local_code:
         from canvas2graph.cli.serve import check_sandbox
         check_sandbox()

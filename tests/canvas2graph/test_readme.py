@@ -11,6 +11,7 @@ steps of the two set-up commands (measured instead, with the figures the README 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,6 +45,7 @@ CLAIMS = {
     "canvas2graph index fixtures/kb/docs": "test_the_knowledge_base_demo_cites_its_chunk",
     '{"servers": {"calc"': "test_the_mcp_config_example_loads",
     "until curl -sf localhost:9380/health": "test_the_server_examples_run_against_one_server",
+    "canvas2graph worker --db $DB": "test_two_api_processes_and_a_worker_answer_one_session",
     "/upload | jq -c .data": "test_the_server_examples_run_against_one_server",
     "/webhook\n": "test_the_server_examples_run_against_one_server",
     "canvas2graph ingest fixtures/kb/pipeline.json": "test_the_ingest_example_runs_as_written",
@@ -270,6 +272,28 @@ def test_the_server_examples_run_against_one_server(clone):
     assert shown.strip().splitlines()[-3:] == ["| region | total |", "|---|---|", "| north | 10 |"]
     assert json.loads(hooked) == {"message": "Hello Ada!", "success": True, "code": 200}
     assert sorted(p.name for p in clone.iterdir()) == [".venv", "build", "fixtures", "home"]
+
+
+def test_two_api_processes_and_a_worker_answer_one_session(clone):
+    """The production layout's block: two `serve --workers 0` and a worker on PostgreSQL, one session asked
+    through both. It stops its processes itself; a failure half-way has them killed with its process group."""
+    from tests.runtime.checkpointers import postgres_url
+    postgres_url()                          # skips (fails under CI) when PostgreSQL does not answer
+    need_port(9381)
+    need_port(9382)
+    bash = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block("canvas2graph worker --db $DB") + "wait\n"],
+                            cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={"PATH": "/usr/bin:/bin", "HOME": str(clone / "home")})
+    try:
+        out, err = bash.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(bash.pid, signal.SIGKILL)
+    assert bash.returncode == 0, out + err
+    answer = [line for line in out.splitlines() if not line.startswith("INFO:")][-1]
+    # the second question, through the other API process, went to the technical desk (the session's history holds
+    # the first one); the answer carries the model's thinking in <think> marks, as RAGFlow's JSON replies do
+    assert "A crash on start usually comes from a stale cache" in answer, out
 
 
 # --- MCP, A2A and LangGraph's API ------------------------------------------------------------------------
