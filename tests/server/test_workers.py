@@ -110,6 +110,8 @@ def test_a_worker_killed_mid_turn_is_taken_over_and_the_clients_stream_ends_whol
     next_reply = b.ok("POST", CHAT, {"agent_id": agent_id, "session_id": sid, "query": "next"})
     assert next_reply["data"]["content"] == BOTH_ANSWERS          # answered as itself, by the other worker
     assert [role for role, _ in log_of(b, agent_id, sid)] == ["user", "assistant", "user", "assistant"]
+    turns = b.ok("GET", f"/agents/{agent_id}/sessions/{sid}/trace")["turns"]     # the taken over turn is one turn
+    assert [(t["query"], t["status"]) for t in turns] == [("go", "finished"), ("next", "finished")]
 
 
 @pytest.mark.parametrize("stop", ["kill", "stop"])      # SIGKILL, or SIGTERM as a deploy stops it

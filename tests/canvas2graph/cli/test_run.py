@@ -157,3 +157,39 @@ def test_pretty_output_shows_steps_and_the_streamed_answer(tmp_path):
     assert "session demo" in proc.stdout
     assert "│ Hello there." in proc.stdout
     assert "finished" in proc.stdout
+
+
+# begin -> LLM:A -> Message:M ("<question>=><answer>"); the scripted model streams a word every 300 ms
+ECHO = {"components": {
+    "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["LLM:A"]},
+    "LLM:A": {"obj": {"component_name": "LLM", "params": {"llm_id": "m@OpenAI", "prompts": [
+        {"role": "user", "content": "{sys.query}"}]}}, "downstream": ["Message:M"]},
+    "Message:M": {"obj": {"component_name": "Message", "params": {"content": ["{sys.query}=>{LLM:A@content}"]}},
+                  "downstream": []},
+}}
+
+
+def test_a_run_killed_mid_turn_is_finished_before_the_next_question_which_is_answered_as_itself(tmp_path):
+    dsl, script = tmp_path / "dsl.json", tmp_path / "script.json"
+    dsl.write_text(json.dumps(ECHO))
+    script.write_text(json.dumps({"auto_reply": "one two three four.", "stream_chunks": 4, "chunk_interval_ms": 300}))
+    common = [str(dsl), "--llm-script", str(script), "--db", str(tmp_path / "s.db"), "--session", "k",
+              "--format", "jsonl"]
+    assert cli("run", *common, "--query", "first").wait(60) == 0
+    proc = cli("run", *common, "--query", "second")
+    for line in proc.stdout:                       # SIGKILL while the model writes its second answer
+        if json.loads(line)["event"] == "message":
+            proc.kill()
+            break
+    proc.wait(30)
+    done = cli("run", *common, "--query", "third")
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 0, err
+    assert "its last turn ('second') was interrupted; finishing it first, then answering this one" in err
+    events = [json.loads(line) for line in out.splitlines()]
+    answers = [e["data"]["outputs"]["content"] for e in events if e["event"] == "workflow_finished"]
+    assert answers == ["second=>one two three four.", "third=>one two three four."]
+    trace = cli("trace", "--session", "k", "--db", str(tmp_path / "s.db"), "--dsl", str(dsl))
+    turns = json.loads(trace.communicate(timeout=60)[0])["turns"]
+    assert [(t["query"], t["status"]) for t in turns] == [("first", "finished"), ("second", "finished"),
+                                                         ("third", "finished")]
