@@ -2,7 +2,8 @@
 
 `Publisher` takes events as the turn makes them and appends them to the log in batches: whatever came while
 the previous batch was being written goes in the next one, so a busy turn writes one batch per round trip,
-never one per token, and a quiet one writes each event at once.
+never one per token, and a quiet one writes each event at once. On SQLite, whose writes take no round trip,
+a batch is what came in the log's `linger` (a few milliseconds).
 
 `AnswerFold` adds the events up to what the message log keeps: the answer's text (think markers put back),
 its references and usage. A turn taken over by another worker streams again the step that was running when
@@ -34,6 +35,8 @@ class Publisher:
     async def _flush_forever(self) -> None:
         while True:
             await self.ready.wait()
+            if self.log.linger:         # a log whose writes do not wait (SQLite's run in place) batches by time
+                await asyncio.sleep(self.log.linger)
             await self._flush()
 
     async def _flush(self) -> None:
