@@ -38,7 +38,7 @@ log = logging.getLogger("canvas2graph.worker")
 
 MAX_ATTEMPTS = 3                # a turn whose worker died this often is failed, not taken up again
 RENEW_SECONDS = LEASE_SECONDS / 4
-CANCEL_POLL_SECONDS = 0.25      # how soon a cancel asked through another process's engine stops a turn here
+CANCEL_POLL_SECONDS = 0.5      # how soon a cancel asked through another process's engine stops a turn here
 # turns starting at once; the others wait for a slot. On SQLite a start is all CPU on the event loop
 # (statements run in place), so starting two at once is no faster than one after the other and only delays
 # the tokens of running streams (200 concurrent streams: p99 98 ms with 8, 21 ms with 1); on PostgreSQL a
