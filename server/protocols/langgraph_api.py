@@ -398,7 +398,7 @@ async def create_runs(request: Request, body: list = Body(...)):
 
 async def _run_of(request: Request, tenant: str, thread_id: str, run_id: str) -> TurnRecord:
     run = await request.app.state.store.get_turn(run_id, tenant)
-    if run is None or run.session_id != thread_id:
+    if run is None or run.session_id != thread_id or run.status == "rolled_back":     # a rolled back run is gone
         raise LangGraphError(404, f"run {run_id} not found")
     return run
 
@@ -409,7 +409,7 @@ async def list_runs(request: Request, thread_id: str, limit: int = 10, offset: i
     if limit < 0 or offset < 0:
         raise LangGraphError(422, "`limit` and `offset` must be whole numbers >= 0")
     turns = await request.app.state.store.session_turns(tenant, thread_id, limit=10_000)
-    views = [run_view(t) for t in turns]
+    views = [run_view(t) for t in turns if t.status != "rolled_back"]
     views = [v for v in views if status is None or v["status"] == status]
     return views[offset:offset + limit]
 

@@ -111,10 +111,10 @@ class EventLog:
             await self.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN ({marks})", tuple(turn_ids))
 
     async def prune(self, ended_before: float) -> None:
-        """Drop the events of turns that ended before `ended_before`, or whose row is gone (a rolled back run)."""
-        await self.db.execute("DELETE FROM c2g_turn_events WHERE created_at < ? AND turn_id NOT IN "
-                              "(SELECT id FROM c2g_turns WHERE ended_at IS NULL OR ended_at >= ?)",
-                              (ended_before, ended_before))
+        """Drop the events of turns that ended before `ended_before` (other work logs here too, under ids of its
+        own, and drops its events itself)."""
+        await self.db.execute("DELETE FROM c2g_turn_events WHERE created_at < ? AND turn_id IN "
+                              "(SELECT id FROM c2g_turns WHERE ended_at < ?)", (ended_before, ended_before))
 
     async def _read(self, turn_id: str, start: int) -> list[tuple[int, list[dict]]]:
         rows = await self.db.fetchall("SELECT seq, events FROM c2g_turn_events WHERE turn_id = ? AND seq + n > ? "

@@ -3,7 +3,8 @@
 The thread goes back to the state it had before the turn: the checkpoint the turn started from is copied
 as the thread's newest (LangGraph's own fork, `update_state(config, None, as_node="__copy__")`), so the next
 run starts there; the turn's checkpoints stay in the history, off the thread's branch. Its question and
-answer leave the session's message log, and its row goes: the run no longer exists, as in LangGraph Server.
+answer leave the session's message log, and LangGraph's API shows the run no more, as in LangGraph Server
+(its row stays, `rolled_back`, while the session does).
 """
 from __future__ import annotations
 

@@ -358,8 +358,6 @@ class TurnWorker:
         record = {k: v for k, v in end.items() if v is not None}
         publisher.put(turn_event("end", **{**record, "status": status, "usage": end.get("usage") or fold.usage}))
         await publisher.close()
-        if status == "rolled_back":         # the run no longer exists (its events stay for its readers, a while)
-            await self.store.delete_turns([turn.id])
         if turn.options.get("on_run_completed") == "delete":    # a LangGraph cron's thread of its own
             await self.store.delete_sessions(turn.tenant, [turn.session_id])
 
