@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from canvas2graph.server.background import open_background
 from canvas2graph.server.backend.jobs.process import open_jobs
 from canvas2graph.server.backend.store import open_store
 from canvas2graph.runtime.services.observability import flush as flush_traces
@@ -72,11 +73,13 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
             app.state.compilers = compilers
             async with open_store(config.db, pool_size=config.pool_size) as store:
                 async with open_jobs(store, model_source, run_services, workers=config.workers,
-                                     policy=config.double_texting) as jobs:
+                                     policy=config.double_texting) as jobs, \
+                        open_background(jobs, run_services) as background:
                     conversations = jobs.conversations
                     app.state.store = store
                     app.state.jobs = jobs
                     app.state.conversations = conversations
+                    app.state.background = background       # evaluations and ingestion runs, as jobs
                     # stopped before the conversations: background webhook runs stay `running`, to resume
                     async with WebhookRuns(store, conversations) as webhook_runs:
                         app.state.webhooks = webhook_runs
