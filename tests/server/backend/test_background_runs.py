@@ -1,0 +1,124 @@
+"""The rows of background runs (server/backend/background/runs.py) and the sweep, on a SQLite file and PostgreSQL:
+a run's owner is its lock, taken over at once from a dead process of this host and never from a live one; a cancel
+ends a run nobody holds and flags one that is held; the sweep queues again what no live job will run."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
+from canvas2graph.server.backend.background.evaluation_runs import EvaluationRuns
+from canvas2graph.server.backend.background.sweep import LOST_SECONDS, Sweeper
+from canvas2graph.server.backend.store import open_store
+
+
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def dead_owner() -> str:
+    """The owner name of a process of this host that has ended."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return f"{socket.gethostname()}:{gone.pid}:gone"
+
+
+LIVE = f"{socket.gethostname()}:{os.getpid()}:live"
+
+
+async def new_run(evaluations: EvaluationStore, who: str) -> str:
+    found = await evaluations.create(who, "agent", dataset="rows.jsonl", metric="contains", judge=None, version_id=None,
+                                     compare_version_id=None, request={"plans": [], "rows": [], "options": {}}, total=0)
+    return found.id
+
+
+async def test_a_runs_owner_is_its_lock_taken_over_only_from_a_dead_or_expired_one(durable_url):
+    async with open_store(durable_url) as store:
+        evaluations = EvaluationStore(store)
+        runs, who = evaluations.runs, tenant()
+        run_id = await new_run(evaluations, who)
+        dead = dead_owner()
+        first = await runs.claim(run_id, dead)
+        assert first.owner == dead and first.attempts == 0 and first.request == {"plans": [], "rows": [], "options": {}}
+        taken = await runs.claim(run_id, LIVE)                 # its owner is gone: taken over at once
+        assert taken.owner == LIVE and taken.attempts == 1
+        assert await runs.claim(run_id, "elsewhere:1:x") is None            # a live owner keeps it
+        assert await runs.take(run_id, "elsewhere:1:x", wait_seconds=0.2) is None
+        await runs.release(run_id, LIVE)                        # handed back: the next claim is no takeover
+        again = await runs.claim(run_id, "elsewhere:1:x")
+        assert again.attempts == 1 and await runs.renew(run_id, "elsewhere:1:x")
+        assert not await runs.renew(run_id, LIVE)               # no longer this owner's
+        assert not await runs.end(run_id, "finished", owner=LIVE)
+        # a lease that ran out (an owner on another host, whose death only the lease tells) is taken over
+        await store.db.execute("UPDATE c2g_evaluations SET lease_until = ? WHERE id = ?", (time.time() - 1, run_id))
+        assert (await runs.claim(run_id, LIVE)).attempts == 2
+        assert await runs.end(run_id, "finished", owner=LIVE, values={"summary": "{}"})
+        assert await runs.claim(run_id, "elsewhere:1:x") is None and not await runs.end(run_id, "failed")
+        assert (await runs.get(run_id)).status == "finished"
+
+
+async def test_a_cancel_ends_a_run_nobody_holds_and_flags_one_that_is_held(durable_url):
+    async with open_store(durable_url) as store:
+        evaluations = EvaluationStore(store)
+        runs, who = evaluations.runs, tenant()
+        queued, held, orphaned = [await new_run(evaluations, who) for _ in range(3)]
+        assert await runs.request_cancel(queued, tenant()) is None         # another tenant's: not found
+        assert await runs.request_cancel(queued, who) == "cancelled"
+        assert await runs.claim(queued, LIVE) is None                       # its job finds it ended
+        await runs.claim(held, LIVE)
+        assert await runs.request_cancel(held, who) == "cancelling"
+        assert await runs.cancel_asked(held) == "cancel" and (await runs.get(held)).status == "running"
+        await runs.claim(orphaned, dead_owner())
+        assert await runs.request_cancel(orphaned, who) == "cancelled"      # its owner died: nobody would stop it
+        assert [(await runs.get(i)).status for i in (queued, held, orphaned)] == ["cancelled", "running", "cancelled"]
+        assert await runs.request_cancel(queued, who) is None
+
+
+class Engine:
+    """The engine as the sweep sees it: job states, and the jobs it queues."""
+
+    def __init__(self, states: dict[int, str]):
+        self.states, self.deferred = states, []
+
+    async def job_status(self, job_id):
+        return self.states.get(job_id)
+
+    async def defer_job(self, kind: str, job_id: str, *, lock=None) -> int:
+        self.deferred.append(job_id)
+        return 10_000 + len(self.deferred)
+
+
+def only_of(runs, who: str) -> None:
+    """The sweep sees this tenant's runs only (other tests share the PostgreSQL database)."""
+    everything = runs.running
+
+    async def running():
+        return [run for run in await everything() if run.tenant == who]
+    runs.running = running
+
+
+async def test_the_sweep_queues_again_the_runs_no_live_job_or_owner_will_run(durable_url):
+    async with open_store(durable_url) as store:
+        evaluations = EvaluationStore(store)
+        runs, who = evaluations.runs, tenant()
+        only_of(runs, who)
+        lost, fresh, held, waiting, abandoned = [await new_run(evaluations, who) for _ in range(5)]
+        old = int((time.time() - LOST_SECONDS - 5) * 1000)
+        for run_id in (lost, held, waiting, abandoned):
+            await store.db.execute("UPDATE c2g_evaluations SET create_time = ? WHERE id = ?", (old, run_id))
+        await runs.claim(held, LIVE)
+        await runs.set_job(waiting, 7)
+        await runs.claim(abandoned, dead_owner())
+        engine = Engine({7: "todo"})
+        sweeper = Sweeper(engine, [EvaluationRuns(evaluations, engine, lambda: (None, None), {})])
+        await sweeper.sweep()
+        assert sorted(engine.deferred) == sorted([lost, abandoned])
+        assert (await runs.get(lost)).job_id is not None
+        # the embedded engine's start: every job of the process before is gone, young or queued
+        engine = Engine({7: "todo"})
+        await Sweeper(engine, [EvaluationRuns(evaluations, engine, lambda: (None, None), {})]).sweep(starting=True)
+        assert sorted(engine.deferred) == sorted([lost, fresh, waiting, abandoned])
