@@ -1,17 +1,25 @@
 """The rows of background runs (server/backend/background/runs.py) and the sweep, on a SQLite file and PostgreSQL:
 a run's owner is its lock, taken over at once from a dead process of this host and never from a live one; a cancel
-ends a run nobody holds and flags one that is held; the sweep queues again what no live job will run."""
+ends a run nobody holds and flags one that is held; the sweep queues again what no live job will run; the handler
+ends a run as its work ends, stops it on a cancel, hands it back when its worker stops and gives up after
+`MAX_TAKEOVERS`."""
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import time
+import types
 import uuid
+
+import pytest
 
 from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
 from canvas2graph.server.backend.background.evaluation_runs import EvaluationRuns
+from canvas2graph.server.backend.background.handler import MAX_TAKEOVERS, RunHandler
+from canvas2graph.server.backend.jobs.turn_runs import HandedBack
 from canvas2graph.server.backend.background.sweep import LOST_SECONDS, Sweeper
 from canvas2graph.server.backend.store import open_store
 
@@ -122,3 +130,70 @@ async def test_the_sweep_queues_again_the_runs_no_live_job_or_owner_will_run(dur
         engine = Engine({7: "todo"})
         await Sweeper(engine, [EvaluationRuns(evaluations, engine, lambda: (None, None), {})]).sweep(starting=True)
         assert sorted(engine.deferred) == sorted([lost, fresh, waiting, abandoned])
+
+
+class Kind:
+    """A kind of run whose work the test gives."""
+
+    kind = "test"
+
+    def __init__(self, table, work):
+        self.table, self._work, self.ended_with = table, work, []
+
+    async def work(self, run):
+        return await self._work(run)
+
+    async def ended(self, run, status, error):
+        self.ended_with.append((status, error))
+
+    async def defer(self, run_id):
+        return 1
+
+    async def tidy(self):
+        pass
+
+
+async def test_the_handler_ends_a_run_as_its_work_ends_stops_it_on_a_cancel_and_hands_it_back_on_shutdown(durable_url):
+    async def forever(run):
+        await asyncio.sleep(3600)
+
+    async def boom(run):
+        raise ValueError("the judge's provider is down")
+
+    async def report(run):
+        return {"summary": '{"rows": 0}'}
+
+    async with open_store(durable_url) as store:
+        evaluations = EvaluationStore(store)
+        runs, who = evaluations.runs, tenant()
+        reason = types.SimpleNamespace(value="user_request")
+        for work, status, error in [(report, "finished", None), (boom, "failed", "ValueError: the judge's provider is down")]:
+            kind = Kind(runs, work)
+            run_id = await new_run(evaluations, who)
+            await RunHandler(kind, LIVE)(run_id, lambda: reason)
+            assert ((await runs.get(run_id)).status, kind.ended_with) == (status, [(status, error)])
+
+        kind = Kind(runs, forever)                  # a cancel asked through the row stops the work within a second
+        run_id = await new_run(evaluations, who)
+        running = asyncio.create_task(RunHandler(kind, LIVE)(run_id, lambda: reason))
+        await asyncio.sleep(0.3)
+        assert await runs.request_cancel(run_id, who) == "cancelling"
+        await asyncio.wait_for(running, 3)
+        assert kind.ended_with == [("cancelled", "cancelled on request")]
+
+        run_id = await new_run(evaluations, who)    # the worker stops: the run goes back, running and free
+        running = asyncio.create_task(RunHandler(Kind(runs, forever), LIVE)(
+            run_id, lambda: types.SimpleNamespace(value="shutdown")))
+        await asyncio.sleep(0.3)
+        running.cancel()
+        with pytest.raises(HandedBack):
+            await running
+        found = await runs.get(run_id)
+        assert (found.status, found.owner, found.attempts) == ("running", None, 0)
+
+        await store.db.execute("UPDATE c2g_evaluations SET attempts = ? WHERE id = ?", (MAX_TAKEOVERS - 1, run_id))
+        await runs.claim(run_id, dead_owner())      # its worker dies once more: the next one fails it
+        kind = Kind(runs, report)
+        await RunHandler(kind, LIVE)(run_id, lambda: reason)
+        assert kind.ended_with == [("failed", f"its worker stopped {MAX_TAKEOVERS} times while running it; "
+                                              "it is not taken up again")]
