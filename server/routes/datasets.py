@@ -34,11 +34,13 @@ from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import ApiError, RetCode, argument_error, not_found, ok
 from canvas2graph.server.deps import parse_dsl
 from canvas2graph.server.routes.files import FILE_NAME_BYTES
+from canvas2graph.server.routes.traces import http_status
 from canvas2graph.server.turns import check, diagnostics_error
 from canvas2graph.server.uploads import Incoming, store_uploads
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 DATASET_ID = r"^[A-Za-z0-9._:-]{1,128}$"
+HTTP_STATUS = [Depends(http_status)]     # the runs' routes answer 404 for another tenant's run, as the UI expects
 
 
 async def _form(request: Request, most: int) -> tuple[str, str | None, list[Incoming]]:
@@ -114,25 +116,29 @@ async def _ingestion(request: Request, tenant_id: str, dataset_id: str, ingestio
     return found
 
 
-@router.get("/{dataset_id}/ingestions", summary="The dataset's ingestion runs, newest first")
+@router.get("/{dataset_id}/ingestions", summary="The dataset's ingestion runs, newest first",
+            dependencies=HTTP_STATUS)
 async def list_ingestions(request: Request, dataset_id: str, tenant_id: str = Depends(tenant)):
     found = await request.app.state.background.ingestions.store.list(tenant_id, _dataset(dataset_id))
     return ok([run.view() for run in found])
 
 
-@router.get("/{dataset_id}/ingestions/{ingestion_id}", summary="One ingestion run: its status and totals")
+@router.get("/{dataset_id}/ingestions/{ingestion_id}", summary="One ingestion run: its status and totals",
+            dependencies=HTTP_STATUS)
 async def get_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
     return ok((await _ingestion(request, tenant_id, dataset_id, ingestion_id)).view())
 
 
 @router.get("/{dataset_id}/ingestions/{ingestion_id}/events",
-            summary="An ingestion run's events from its first, as server-sent events, until it ends")
+            summary="An ingestion run's events from its first, as server-sent events, until it ends",
+            dependencies=HTTP_STATUS)
 async def follow_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
     return _sse(request, (await _ingestion(request, tenant_id, dataset_id, ingestion_id)).id)
 
 
 @router.post("/{dataset_id}/ingestions/{ingestion_id}/cancel",
-             summary="Stop a running ingestion, wherever it runs (the files already stored stay)")
+             summary="Stop a running ingestion, wherever it runs (the files already stored stay)",
+             dependencies=HTTP_STATUS)
 async def cancel_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
     found = await _ingestion(request, tenant_id, dataset_id, ingestion_id)
     if await request.app.state.background.ingestions.cancel(found.id, tenant_id) is None:
