@@ -73,16 +73,17 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
             app.state.compilers = compilers
             async with open_store(config.db, pool_size=config.pool_size) as store:
                 async with open_jobs(store, model_source, run_services, workers=config.workers,
-                                     policy=config.double_texting) as jobs, \
-                        open_background(jobs, run_services) as background:
+                                     policy=config.double_texting) as jobs:
                     conversations = jobs.conversations
                     app.state.store = store
                     app.state.jobs = jobs
                     app.state.conversations = conversations
-                    app.state.background = background       # evaluations and ingestion runs, as jobs
-                    # stopped before the conversations: background webhook runs stay `running`, to resume
-                    async with WebhookRuns(store, conversations) as webhook_runs:
+                    # stopped before the conversations: background webhook runs stay `running`, to resume;
+                    # evaluations and ingestion runs are jobs, their handlers registered before the worker starts
+                    async with WebhookRuns(store, conversations) as webhook_runs, \
+                            open_background(jobs, run_services) as background:
                         app.state.webhooks = webhook_runs
+                        app.state.background = background
                         expiry = start_expiry(store, conversations, config.session_ttl)
                         jobs.start_worker()
                         try:
