@@ -9,6 +9,8 @@ lease and reads the row's cancel flag, and ends the row with what `work` returne
   `work` and ends the run `cancelled`; the engine's own abort ("user_request") does the same.
 - A worker that stops (SIGTERM; the engine aborts with "shutdown") hands the run back: `work` stops, the row is let
   go and `HandedBack` makes the engine queue the job again, for the next worker to resume.
+- The database goes away (PostgreSQL restarting): that is no failure of the run; it is handed back the same way, and
+  resumed once the database answers.
 """
 from __future__ import annotations
 
@@ -58,6 +60,17 @@ class RunHandler:
         self.kind, self.owner = kind, owner
 
     async def __call__(self, run_id: str, abort_reason: Callable[[], Any]) -> None:
+        try:
+            await self._run(run_id, abort_reason)
+        except Exception as e:
+            if not database_away(e):
+                raise
+            with contextlib.suppress(Exception):        # else its lease runs out, and the next claim waits for that
+                await self.kind.table.release(run_id, self.owner)
+            log.warning("%s %s: the database went away; handed back", self.kind.kind, run_id)
+            raise HandedBack(f"{self.kind.kind} {run_id} handed back: the database went away") from e
+
+    async def _run(self, run_id: str, abort_reason: Callable[[], Any]) -> None:
         run = await self.kind.table.take(run_id, self.owner)
         if run is None:
             return                      # it ended meanwhile, or a live worker runs it (this job was a duplicate)
@@ -80,6 +93,8 @@ class RunHandler:
                 await self._end(run, "cancelled", CANCELLED)
             return                      # "lost": the run is another worker's now
         except Exception as e:          # noqa: BLE001 - the run fails, saying why; the worker goes on
+            if database_away(e):
+                raise
             log.warning("%s %s failed: %s: %s", self.kind.kind, run.id, type(e).__name__, e)
             await self._end(run, "failed", _reason(e))
             return
@@ -131,6 +146,20 @@ def _refusal(run: RunRow) -> tuple[str, str] | None:
         return "failed", ("it was started by an earlier version of the server, which kept nothing to resume it "
                           "from; start it again")
     return None
+
+
+def database_away(error: BaseException | None) -> bool:
+    """Whether an error (or one it was raised from) says the database could not be reached (PostgreSQL restarting, a
+    connection that broke), as opposed to the run's own failure."""
+    import psycopg
+    import psycopg_pool
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _reason(error: BaseException) -> str:

@@ -123,6 +123,8 @@ class IngestRuns:
         fold = _Fold()
         for event in await self.events.read_all(run.id):
             fold.add(event)
+        if fold.finished is not None:   # it ended before its row could say so: only the row is left to end
+            return {"report": json.dumps(fold.finished, ensure_ascii=False)}
         resumed = fold.started or bool(fold.outcomes)
         log = _Writer(self.events, run.id, await self.events.next_seq(run.id))
         await log.put(turn_event("attempt", attempt=run.attempts + 1, owner=self.owner))

@@ -82,17 +82,19 @@ class RunTable:
         """Take the run up once: when nobody holds it, its owner's lease ran out, or its owner is a dead process
         of this host. None when it ended or a live owner holds it."""
         now = time.time()
-        update = (f"UPDATE {self.table} SET owner = ?, lease_until = ?, update_time = ?, "
-                  "attempts = attempts + (CASE WHEN owner IS NULL THEN 0 ELSE 1 END) WHERE id = ? AND status = 'running' ")
+        # a takeover counts when the owner that held it is another (this process taking its own run up again, after
+        # the database went away, is no takeover)
+        update = (f"UPDATE {self.table} SET owner = ?, lease_until = ?, update_time = ?, attempts = attempts + "
+                  "(CASE WHEN owner IS NULL OR owner = ? THEN 0 ELSE 1 END) WHERE id = ? AND status = 'running' ")
         taken = await self.db.execute(update + "AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?)",
-                                      (owner, now + LEASE_SECONDS, now_ms(), run_id, now))
+                                      (owner, now + LEASE_SECONDS, now_ms(), owner, run_id, now))
         if not taken:
             current = await self.get(run_id)
             if current is not None and current.status == "running" and current.owner \
                     and lease_owner_is_dead(current.owner):
                 # compare-and-set on the dead owner: of two workers taking over, one wins
                 taken = await self.db.execute(update + "AND owner = ?",
-                                              (owner, now + LEASE_SECONDS, now_ms(), run_id, current.owner))
+                                              (owner, now + LEASE_SECONDS, now_ms(), owner, run_id, current.owner))
         return await self.get(run_id, with_request=True) if taken else None
 
     async def take(self, run_id: str, owner: str, wait_seconds: float = LEASE_SECONDS + RENEW_SECONDS) -> RunRow | None:

@@ -14,6 +14,7 @@ import time
 import types
 import uuid
 
+import psycopg
 import pytest
 
 from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
@@ -197,3 +198,22 @@ async def test_the_handler_ends_a_run_as_its_work_ends_stops_it_on_a_cancel_and_
         await RunHandler(kind, LIVE)(run_id, lambda: reason)
         assert kind.ended_with == [("failed", f"its worker stopped {MAX_TAKEOVERS} times while running it; "
                                               "it is not taken up again")]
+
+
+async def test_a_database_that_goes_away_hands_the_run_back_instead_of_failing_it(durable_url):
+    async def away(run):
+        raise RuntimeError("while storing a row") from psycopg.OperationalError("the connection is lost")
+
+    async with open_store(durable_url) as store:
+        evaluations = EvaluationStore(store)
+        runs, who = evaluations.runs, tenant()
+        run_id = await new_run(evaluations, who)
+        kind = Kind(runs, away)
+        with pytest.raises(HandedBack, match="the database went away"):
+            await RunHandler(kind, LIVE)(run_id, lambda: None)
+        found = await runs.get(run_id)
+        assert (found.status, found.owner, found.attempts, kind.ended_with) == ("running", None, 0, [])
+        # taken up again by the same process once its lease ran out (its release failed): no takeover either
+        await runs.claim(run_id, LIVE)
+        await store.db.execute("UPDATE c2g_evaluations SET lease_until = ? WHERE id = ?", (time.time() - 1, run_id))
+        assert (await runs.claim(run_id, LIVE)).attempts == 0
