@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from canvas2graph.server.background import open_background
 from canvas2graph.server.backend.jobs.process import open_jobs
 from canvas2graph.server.backend.store import open_store
 from canvas2graph.runtime.services.observability import flush as flush_traces
@@ -77,9 +78,12 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
                     app.state.store = store
                     app.state.jobs = jobs
                     app.state.conversations = conversations
-                    # stopped before the conversations: background webhook runs stay `running`, to resume
-                    async with WebhookRuns(store, conversations) as webhook_runs:
+                    # stopped before the conversations: background webhook runs stay `running`, to resume;
+                    # evaluations and ingestion runs are jobs, their handlers registered before the worker starts
+                    async with WebhookRuns(store, conversations) as webhook_runs, \
+                            open_background(jobs, run_services) as background:
                         app.state.webhooks = webhook_runs
+                        app.state.background = background
                         expiry = start_expiry(store, conversations, config.session_ttl)
                         jobs.start_worker()
                         try:

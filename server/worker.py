@@ -1,5 +1,5 @@
-"""A worker process (`canvas2graph worker`): runs the turns and schedules `serve` processes queue on one
-PostgreSQL database, with the same models and services as `serve` gives its own turn slots.
+"""A worker process (`canvas2graph worker`): runs the turns, schedules, evaluations and ingestion runs `serve` processes
+queue on one PostgreSQL database, with the same models and services as `serve` gives its own turn slots.
 
 SIGTERM (or SIGINT) stops it gracefully: it takes no new job, gives its running turns `graceful_seconds`
 to end, then hands the rest back to the queue, where another worker continues them from their last
@@ -15,6 +15,7 @@ import logging
 import signal
 
 from canvas2graph.runtime.services.observability import flush as flush_traces
+from canvas2graph.server.background import open_background
 from canvas2graph.server.backend.jobs.process import JobProcess, open_jobs
 from canvas2graph.server.backend.store import open_store
 from canvas2graph.server.config import ServerConfig
@@ -30,7 +31,8 @@ async def run_worker(config: ServerConfig, concurrency: int, *, graceful_seconds
     services = RunServices(config)
     try:
         async with open_store(config.db, pool_size=config.pool_size) as store:
-            async with open_jobs(store, services.models, services, workers=concurrency, queue=config.queue) as jobs:
+            async with open_jobs(store, services.models, services, workers=concurrency, queue=config.queue) as jobs, \
+                    open_background(jobs, services):     # evaluations and ingestion runs: the same handlers as serve's
                 jobs.start_worker(graceful_seconds=graceful_seconds)
                 health = await _serve_health(jobs, health_port) if health_port else None
                 log.info("worker %s runs up to %d turns at once", jobs.owner, concurrency)

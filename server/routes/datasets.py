@@ -3,33 +3,44 @@
 The request is multipart: the pipeline DSL as the `dsl` field (JSON text), the documents as `file`
 parts (stored in the tenant's upload store under its upload limits, as agent uploads are), and an
 optional `embd_id` (the dataset's embedding model). The reply is a stream of server-sent events, one
-`data: {"event", "data"}` line per event, as they happen: `ingest_started`, then for each file
-`file_started`, RAGFlow's per-component `progress` (component id, progress, message, elapsed time),
+`data: {"event", "data"}` line per event, as they happen: `ingest_started` (with the run's `ingest_id`), then for
+each file `file_started`, RAGFlow's per-component `progress` (component id, progress, message, elapsed time),
 and `file_finished`, `file_skipped` (unchanged) or `file_failed`; `ingest_finished` with the totals
-last. The chunks go to the server's embedded retrieval store as the tenant's dataset `dataset_id`
+last (`ingest_failed` or `ingest_cancelled` instead when the run failed or was cancelled). The chunks go to the
+server's embedded retrieval store as the tenant's dataset `dataset_id`
 (kept apart from other tenants' datasets of that name: runtime/services/retrieval/tenants.py), where the tenant's
 agents' Retrieval finds them; each file's run is checkpointed in the server's database, so the same request
 after a restart skips finished files and continues the others.
+
+The run is a background job (server/backend/background/ingest_runs.py): any worker runs it, another one takes it over
+when its worker dies, and the stream is read from the event log, so neither the client leaving nor this process
+dying stops it. Any API process answers for it:
+- `GET /api/v1/datasets/{dataset_id}/ingestions`: the dataset's runs, newest first (`running`, `finished` with its
+  `report`, `failed` with its `error`, `cancelled`);
+- `GET /api/v1/datasets/{dataset_id}/ingestions/{id}`: one;
+- `GET /api/v1/datasets/{dataset_id}/ingestions/{id}/events`: its events from the first, as the POST streams them;
+- `POST /api/v1/datasets/{dataset_id}/ingestions/{id}/cancel`: stop it (files already stored stay).
 """
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any, AsyncIterator
+import re
+from typing import AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
-from canvas2graph.runtime.services.retrieval.tenants import scoped_id
 from canvas2graph.server.auth import tenant
-from canvas2graph.server.errors import ApiError, RetCode, argument_error
+from canvas2graph.server.errors import ApiError, RetCode, argument_error, not_found, ok
 from canvas2graph.server.deps import parse_dsl
 from canvas2graph.server.routes.files import FILE_NAME_BYTES
+from canvas2graph.server.routes.traces import http_status
 from canvas2graph.server.turns import check, diagnostics_error
 from canvas2graph.server.uploads import Incoming, store_uploads
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 DATASET_ID = r"^[A-Za-z0-9._:-]{1,128}$"
+HTTP_STATUS = [Depends(http_status)]     # the runs' routes answer 404 for another tenant's run, as the UI expects
 
 
 async def _form(request: Request, most: int) -> tuple[str, str | None, list[Incoming]]:
@@ -57,9 +68,7 @@ async def _form(request: Request, most: int) -> tuple[str, str | None, list[Inco
 @router.post("/{dataset_id}/ingest", summary="Run an ingestion pipeline DSL over uploaded documents into a "
                                              "dataset: server-sent progress events")
 async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(tenant)):
-    import re
-    if not re.match(DATASET_ID, dataset_id):
-        raise argument_error("a dataset id is 1-128 letters, digits, '.', '_', ':' or '-'")
+    _dataset(dataset_id)
     limits = request.app.state.upload_policy.of(tenant_id)
     dsl, embd_id, files = await _form(request, limits.max_files)
     source = parse_dsl(dsl, request)
@@ -78,46 +87,60 @@ async def ingest(request: Request, dataset_id: str, tenant_id: str = Depends(ten
     if not isinstance(store, EmbeddedBackend):
         raise ApiError(RetCode.OPERATING_ERROR, f"ingestion writes to the embedded store; this server's retrieval "
                        f"backend is {store.describe()}", status=501)
-    embedder = store.models.embedder(embd_id) if embd_id else None
-    items = _items(request, tenant_id, entries)
-    return StreamingResponse(_events(compiled, request, tenant_id, store, environment, dataset_id, embd_id, embedder, items),
-                             media_type="text/event-stream")
+    if embd_id:
+        store.models.embedder(embd_id)      # an embedding model the server cannot make is refused now, not in the job
+    run = await request.app.state.background.ingestions.queue(tenant_id, dataset_id, dsl=source, entries=entries,
+                                                              embd_id=embd_id)
+    return _sse(request, run.id)
 
 
-def _items(request: Request, tenant_id: str, entries: list[dict]):
-    from canvas2graph.runtime.run.ingest.run import FileItem
-    out = []
-    for entry in entries:
-        path = request.app.state.files.path(entry["id"], tenant_id)
-        out.append(FileItem(path, entry.get("name") or entry["id"]))
-    return out
-
-
-async def _events(compiled, request, tenant_id, store, environment, dataset_id, embd_id, embedder, items) -> AsyncIterator[bytes]:
-    from canvas2graph.runtime.run.ingest.run import Ingestor
-    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-    context = environment.context(f"ingest:{dataset_id}")
-    # the tenant's own dataset of that name (runtime/services/retrieval/tenants.py): its documents, chunks and threads
-    kb_id = scoped_id(tenant_id, dataset_id)
-
-    def emit(event: dict[str, Any]):
-        if event.get("event") == "ingest_started":      # the client's name for the dataset, not the store's
-            event = {**event, "data": {**event["data"], "kb_id": dataset_id}}
-        return queue.put(event)
-    ingestor = Ingestor(compiled, request.app.state.store.checkpointer, store, context, kb_id=kb_id,
-                        embd_id=embd_id, embedder=embedder, on_event=emit)
-
-    async def work() -> None:
-        try:
-            await ingestor.run(items)
-        except Exception as e:              # the store refused the dataset (another embedding model, say)
-            await queue.put({"event": "ingest_failed", "data": {"error": str(e)}})
-        finally:
-            await queue.put(None)
-    task = asyncio.create_task(work())
-    try:
-        while (event := await queue.get()) is not None:
+def _sse(request: Request, ingestion_id: str) -> StreamingResponse:
+    """The run's events as server-sent events, read from the event log (whichever worker runs it); a client that
+    leaves stops reading, not the run."""
+    async def frames() -> AsyncIterator[bytes]:
+        async for event in request.app.state.background.ingestions.stream(ingestion_id):
             yield b"data:" + json.dumps(event, ensure_ascii=False, default=str).encode() + b"\n\n"
-    finally:
-        if not task.done():         # the client left: the files' checkpoints keep what was done
-            task.cancel()
+    return StreamingResponse(frames(), media_type="text/event-stream", headers={"X-Ingestion-Id": ingestion_id})
+
+
+def _dataset(dataset_id: str) -> str:
+    if not re.match(DATASET_ID, dataset_id):
+        raise argument_error("a dataset id is 1-128 letters, digits, '.', '_', ':' or '-'")
+    return dataset_id
+
+
+async def _ingestion(request: Request, tenant_id: str, dataset_id: str, ingestion_id: str):
+    found = await request.app.state.background.ingestions.store.get(tenant_id, _dataset(dataset_id), ingestion_id)
+    if found is None:
+        raise not_found(f"ingestion {ingestion_id} of dataset {dataset_id}")
+    return found
+
+
+@router.get("/{dataset_id}/ingestions", summary="The dataset's ingestion runs, newest first",
+            dependencies=HTTP_STATUS)
+async def list_ingestions(request: Request, dataset_id: str, tenant_id: str = Depends(tenant)):
+    found = await request.app.state.background.ingestions.store.list(tenant_id, _dataset(dataset_id))
+    return ok([run.view() for run in found])
+
+
+@router.get("/{dataset_id}/ingestions/{ingestion_id}", summary="One ingestion run: its status and totals",
+            dependencies=HTTP_STATUS)
+async def get_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
+    return ok((await _ingestion(request, tenant_id, dataset_id, ingestion_id)).view())
+
+
+@router.get("/{dataset_id}/ingestions/{ingestion_id}/events",
+            summary="An ingestion run's events from its first, as server-sent events, until it ends",
+            dependencies=HTTP_STATUS)
+async def follow_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
+    return _sse(request, (await _ingestion(request, tenant_id, dataset_id, ingestion_id)).id)
+
+
+@router.post("/{dataset_id}/ingestions/{ingestion_id}/cancel",
+             summary="Stop a running ingestion, wherever it runs (the files already stored stay)",
+             dependencies=HTTP_STATUS)
+async def cancel_ingestion(request: Request, dataset_id: str, ingestion_id: str, tenant_id: str = Depends(tenant)):
+    found = await _ingestion(request, tenant_id, dataset_id, ingestion_id)
+    if await request.app.state.background.ingestions.cancel(found.id, tenant_id) is None:
+        raise argument_error(f"ingestion {found.id} is {found.status}: only a running ingestion can be cancelled")
+    return ok(True)

@@ -3,11 +3,13 @@
 - `POST /agents/{id}/evaluations` (multipart): `file` (a .csv or .jsonl dataset), and the fields `metric`
   (exact, contains, regex, json, judge), `judge` (the judge's model@Factory), `version_id` (a stored
   version; default the agent's current DSL), `compare_version_id` (run this version on the same rows too),
-  `query_column`, `expected_column`, `concurrency`. The run goes on in the background; the reply is the
-  evaluation, `running`.
+  `query_column`, `expected_column`, `concurrency`. The run goes on in the background, as a job any worker runs
+  (server/backend/background/evaluation_runs.py: it survives the process that asked for it and the worker that ran
+  it); the reply is the evaluation, `running`.
 - `GET /agents/{id}/evaluations`: the agent's evaluations, newest first, with their summaries.
 - `GET /agents/{id}/evaluations/{eid}`: one, with its report (rows and scores, or a comparison); while it
   runs, its `progress` ({done, total} rows).
+- `POST /agents/{id}/evaluations/{eid}/cancel`: stop a running one (from any process); it ends `cancelled`.
 - `GET /agents/{id}/evaluations/{eid}/compare/{other}`: two finished evaluations (of two versions, say)
   row by row: the rows whose answer or score changed.
 Runs use the server's models (its `--models`, or its `--llm-script`: one script for the whole run).
@@ -24,7 +26,7 @@ from canvas2graph.types import CompileError
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.server.backend.agent_tests.datasets import DatasetError, parse_dataset
 from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
-from canvas2graph.server.backend.agent_tests.evaluate import EvalSetup, compare_reports, evaluate
+from canvas2graph.server.backend.agent_tests.evaluate import compare_reports
 from canvas2graph.server.backend.agent_tests.metrics import METRICS
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.errors import argument_error, not_found, ok
@@ -39,21 +41,7 @@ DATASET_FIELDS = ("file", "dataset")
 
 
 def evaluations(request: Request) -> EvaluationStore:
-    state = request.app.state
-    if getattr(state, "evaluations", None) is None:
-        state.evaluations = EvaluationStore(store(request))
-        state.evaluation_tasks = set()          # running evaluations, kept referenced until they end
-        state.evaluation_progress = {}          # evaluation id -> {"done", "total"} while this process runs it
-    return state.evaluations
-
-
-def _view(request: Request, evaluation) -> dict:
-    """An evaluation as the routes answer it; one this process is running says how far it got."""
-    view = evaluation.view()
-    progress = request.app.state.evaluation_progress.get(evaluation.id)
-    if evaluation.status == "running" and progress is not None:
-        view["progress"] = dict(progress)
-    return view
+    return request.app.state.background.evaluations.store
 
 
 async def _dsl_of(request: Request, tenant_id: str, agent, version_id: str | None) -> tuple[Any, str]:
@@ -107,41 +95,17 @@ def _options(form) -> dict:
             "query_column": _field(form, "query_column", "query"), "expected_column": _field(form, "expected_column", "expected")}
 
 
-async def _run(request: Request, evaluation_id: str, plans: list[tuple[Any, str]], rows, options: dict) -> None:
-    """The evaluation itself, in the background: its report saved, or why it failed."""
-    conversations = request.app.state.conversations
-    saved = evaluations(request)
-    progress = request.app.state.evaluation_progress
-
-    def advance(_done: int, _total: int, _row: dict) -> None:
-        progress[evaluation_id]["done"] += 1
-    try:
-        reports = []
-        for compiled, label in plans:
-            factory, script = conversations.models()
-            services = conversations.services(compiled) if callable(conversations.services) else conversations.services
-            setup = EvalSetup(metric=options["metric"], judge=options["judge"], concurrency=options["concurrency"],
-                              label=label)
-            reports.append(await evaluate(compiled, rows, setup, factory=factory, script=script, services=services,
-                                          progress=advance))
-        report = reports[0] if len(reports) == 1 else compare_reports(*reports)
-        await saved.finish(evaluation_id, report, report["summary"])
-    except Exception as e:          # a model that is not configured, the judge's provider down, ...
-        await saved.fail(evaluation_id, f"{type(e).__name__}: {e}")
-    finally:
-        progress.pop(evaluation_id, None)
-
-
 @router.post("/agents/{agent_id}/evaluations", summary="Evaluate the agent over an uploaded dataset (in the background)")
 async def create_evaluation(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     agent = await owned_agent(request, tenant_id, agent_id)
     form, data, name = await _read_form(request)
     options = _options(form)
     version_id, compare_id = _field(form, "version_id"), _field(form, "compare_version_id")
-    plans = []
+    plans, sources = [], []
     for vid in [version_id] + ([compare_id] if compare_id else []):
         dsl, label = await _dsl_of(request, tenant_id, agent, vid)
         plans.append((await _compiled(dsl, label), label))
+        sources.append((dsl, label))        # what the job runs: the DSL as it is now
     begin = plans[0][0].plan.nodes.get("begin")
     inputs = getattr(getattr(begin, "params", None), "inputs", None)
     try:
@@ -150,20 +114,16 @@ async def create_evaluation(request: Request, agent_id: str, tenant_id: str = De
                              input_names=list(inputs) if isinstance(inputs, dict) else [])
     except DatasetError as e:
         raise argument_error(f"`file`: {e}")
-    saved = evaluations(request)
-    evaluation = await saved.create(tenant_id, agent_id, dataset=name, metric=options["metric"], judge=options["judge"],
-                                    version_id=version_id, compare_version_id=compare_id)
-    request.app.state.evaluation_progress[evaluation.id] = {"done": 0, "total": len(rows) * len(plans)}
-    task = asyncio.create_task(_run(request, evaluation.id, plans, rows, options), name=f"evaluation-{evaluation.id}")
-    request.app.state.evaluation_tasks.add(task)
-    task.add_done_callback(request.app.state.evaluation_tasks.discard)
-    return ok({**_view(request, evaluation), "rows": len(rows)})
+    evaluation = await request.app.state.background.evaluations.queue(
+        tenant_id, agent_id, dataset=name, plans=sources, rows=rows, options=options, version_id=version_id,
+        compare_version_id=compare_id)
+    return ok({**evaluation.view(), "rows": len(rows)})
 
 
 @router.get("/agents/{agent_id}/evaluations", summary="The agent's evaluations, newest first, with their summaries")
 async def list_evaluations(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    return ok([_view(request, e) for e in await evaluations(request).list(tenant_id, agent_id)])
+    return ok([e.view() for e in await evaluations(request).list(tenant_id, agent_id)])
 
 
 async def _evaluation(request: Request, tenant_id: str, agent_id: str, evaluation_id: str):
@@ -176,7 +136,16 @@ async def _evaluation(request: Request, tenant_id: str, agent_id: str, evaluatio
 
 @router.get("/agents/{agent_id}/evaluations/{evaluation_id}", summary="One evaluation with its report")
 async def get_evaluation(request: Request, agent_id: str, evaluation_id: str, tenant_id: str = Depends(tenant)):
-    return ok(_view(request, await _evaluation(request, tenant_id, agent_id, evaluation_id)))
+    return ok((await _evaluation(request, tenant_id, agent_id, evaluation_id)).view())
+
+
+@router.post("/agents/{agent_id}/evaluations/{evaluation_id}/cancel",
+             summary="Stop a running evaluation, wherever it runs; it ends `cancelled`")
+async def cancel_evaluation(request: Request, agent_id: str, evaluation_id: str, tenant_id: str = Depends(tenant)):
+    found = await _evaluation(request, tenant_id, agent_id, evaluation_id)
+    if await request.app.state.background.evaluations.cancel(found.id, tenant_id) is None:
+        raise argument_error(f"evaluation {found.id} is {found.status}: only a running evaluation can be cancelled")
+    return ok(True)
 
 
 @router.get("/agents/{agent_id}/evaluations/{evaluation_id}/compare/{other_id}",

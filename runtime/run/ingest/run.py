@@ -9,8 +9,8 @@ pipeline's content (`ingest:<kb>:<doc_id>:<hash>`), so:
   afresh the next time;
 - a stored file's thread is deleted: the store's hash marks it done, and its checkpoints (every
   component's outputs, the parsed document among them) would only grow the database.
-Events (`ingest_started`, `file_started`, `progress`, `file_finished`, `file_skipped`, `file_failed`,
-`ingest_finished`) go to `on_event` as they happen; `progress` carries RAGFlow's per-component
+Events (`ingest_started`, `file_started`, `progress`, `file_finished` with its chunks and pages, `file_skipped`,
+`file_failed`, `ingest_finished`) go to `on_event` as they happen; `progress` carries RAGFlow's per-component
 progress: component id, progress in [0, 1] (-1 for an error), message and elapsed time.
 """
 from __future__ import annotations
@@ -161,11 +161,12 @@ class Ingestor:
             count = await self._store(item, doc_id, digest, last, tokenizer)
         except Exception as e:           # the store refused (another embedding model, a full disk)
             return await self._failed(item, report, f"storing: {e}")
+        pages = int(self._pages(values))
         report.ingested += 1
         report.chunks += count
-        report.pages += int(self._pages(values))
+        report.pages += pages
         await self.graph.checkpointer.adelete_thread(config["configurable"]["thread_id"])
-        await self._emit({"event": "file_finished", "data": {**base, "chunks": count}})
+        await self._emit({"event": "file_finished", "data": {**base, "chunks": count, "pages": pages}})
 
     @staticmethod
     def _pages(values: dict[str, Any]) -> int:

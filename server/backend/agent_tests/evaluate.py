@@ -13,6 +13,10 @@ concurrency 1, which makes a scripted evaluation reproducible). A report:
 
 Cost is counted where the models config prices the model (`[prices."model@Factory"]` with `input` and
 `output` in USD per million tokens); an unpriced model makes the cost None rather than a wrong total.
+
+A run that resumes (the server's evaluations, taken over by another worker) passes the rows it has already
+scored (`scored`): they are not run again, and the report holds them as they were; `on_row` is awaited with each
+row's result as soon as it is scored, which is where the server keeps it.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import tomllib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable, Mapping
 
 from canvas2graph.server.backend.agent_tests.datasets import Row
 from canvas2graph.server.backend.agent_tests.metrics import MetricError, ajudge, score
@@ -100,18 +104,25 @@ def _row_cost(compiled, observed: dict, prices: dict) -> float | None:
     return total
 
 
+RowSink = Callable[[dict], Awaitable[None]]
+
+
 class _Evaluation:
-    def __init__(self, compiled, setup: EvalSetup, factory, script, services: dict, progress: Callable | None):
+    def __init__(self, compiled, setup: EvalSetup, factory, script, services: dict, progress: Callable | None,
+                 on_row: RowSink | None = None):
         from langgraph.checkpoint.memory import InMemorySaver
         self.compiled, self.setup, self.factory, self.script, self.services = compiled, setup, factory, script, services
         self.saver = InMemorySaver()
         self.progress = progress
+        self.on_row = on_row
         self.done = 0
         self.judge = factory.chat_model(setup.judge, component_id="judge") if setup.metric == "judge" else None
 
     async def run_row(self, row: Row, limit: asyncio.Semaphore, total: int) -> dict:
         async with limit:
             result = await self._run(row)
+            if self.on_row is not None:     # kept before the next row starts: a takeover never scores it again
+                await self.on_row(result)
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, total, result)
@@ -177,11 +188,16 @@ def _summary(rows: list[dict]) -> dict:
 
 
 async def evaluate(compiled, rows: list[Row], setup: EvalSetup, *, factory, script=None, services: dict | None = None,
-                   progress: Callable[[int, int, dict], None] | None = None) -> dict:
-    """The report of `compiled` run over `rows` (see the module's docstring)."""
-    run = _Evaluation(compiled, setup, factory, script, dict(services or {}), progress)
+                   progress: Callable[[int, int, dict], None] | None = None,
+                   scored: Mapping[int, dict] | None = None, on_row: RowSink | None = None) -> dict:
+    """The report of `compiled` run over `rows` (see the module's docstring). `scored`: the results of rows
+    already scored, by row index (not run again); `on_row`: awaited with each new row's result."""
+    scored = dict(scored or {})
+    run = _Evaluation(compiled, setup, factory, script, dict(services or {}), progress, on_row)
+    run.done = sum(1 for row in rows if row.index in scored)
     limit = asyncio.Semaphore(max(setup.concurrency, 1))
-    results = await asyncio.gather(*(run.run_row(row, limit, len(rows)) for row in rows))
+    results = [scored[row.index] for row in rows if row.index in scored]
+    results += await asyncio.gather(*(run.run_row(row, limit, len(rows)) for row in rows if row.index not in scored))
     results.sort(key=lambda r: r["row"])
     return {"format": REPORT_FORMAT, "version": 1, "dsl": setup.label, "metric": setup.metric, "judge": setup.judge,
             "summary": _summary(results), "rows": results}
