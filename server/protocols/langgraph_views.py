@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from canvas2graph.server.backend.store import Agent
+from canvas2graph.server.backend.jobs.wire import json_default
 from canvas2graph.server.backend.store_turns import TurnRecord
 from canvas2graph.server.protocols import common
 
@@ -33,18 +34,8 @@ def iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
-def _default(value: Any) -> Any:
-    """What orjson cannot write by itself: LangChain messages (pydantic), sets, and anything else as text."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump()
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    return str(value)
-
-
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(value, default=json_default, option=orjson.OPT_NON_STR_KEYS)
 
 
 def jsonable(value: Any) -> Any:

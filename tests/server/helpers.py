@@ -257,5 +257,20 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):
     raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
+def first_message(events) -> dict:
+    """Read a live stream up to its first `message` event (the turn is then inside its first Message); the
+    stream's first event."""
+    started = None
+    for event in events:
+        started = started or event
+        if event["event"] == "message":
+            return started
+    raise AssertionError("the stream ended before any message")
+
+
+def new_tenant() -> str:
+    return f"tenant-{uuid.uuid4().hex[:8]}"
+
+
 def texts(events: list[dict]) -> str:
     return "".join(e["data"].get("content", "") for e in events if e.get("event") == "message")

@@ -12,25 +12,12 @@ import pytest
 
 from tests.runtime.checkpointers import postgres_url
 from tests.server.helpers import (
-    CHAT_DSL, FEEDBACK_DSL, FINAL, SLOW_SCRIPT, TWO_STEP_DSL, Api, Server, chat_answer, make_token, texts, wait_for,
+    CHAT_DSL, FEEDBACK_DSL, FINAL, SLOW_SCRIPT, TWO_STEP_DSL, Api, Server, chat_answer, first_message, make_token,
+    new_tenant, texts, wait_for,
 )
 
 CHAT = "/agents/chat/completions"
 BOTH_ANSWERS = "Answer 1 from LLM:A.Answer 2 from LLM:B."
-
-
-def tenant() -> str:
-    return f"tenant-{uuid.uuid4().hex[:8]}"
-
-
-def first_message(events) -> dict:
-    """Read a live stream up to its first `message` event (the turn is then inside Message:M1)."""
-    started = None
-    for event in events:
-        started = started or event
-        if event["event"] == "message":
-            return started
-    raise AssertionError("the stream ended before any message")
 
 
 def answers(api: Api, agent_id: str, sid: str) -> list[str]:
@@ -41,7 +28,7 @@ def answers(api: Api, agent_id: str, sid: str) -> list[str]:
 # --- restarts -----------------------------------------------------------------------------------------
 def test_a_server_killed_mid_turn_finishes_the_turn_after_a_restart_and_answers_the_next_message_as_itself(
         durable_url, tmp_path):
-    token = make_token(durable_url, tenant())
+    token = make_token(durable_url, new_tenant())
     first = Server(durable_url, tmp_path, SLOW_SCRIPT).start()
     api = Api(first, token)
     agent_id = api.agent(TWO_STEP_DSL)
@@ -69,7 +56,7 @@ def test_a_server_killed_mid_turn_finishes_the_turn_after_a_restart_and_answers_
 
 
 def test_paused_and_finished_sessions_continue_on_a_restarted_server(durable_url, tmp_path):
-    token = make_token(durable_url, tenant())
+    token = make_token(durable_url, new_tenant())
     with Server(durable_url, tmp_path) as first:
         api = Api(first, token)
         pausing, chatting = api.agent(FEEDBACK_DSL), api.agent(CHAT_DSL)
@@ -96,7 +83,7 @@ def two_servers(tmp_path):
     except Exception:
         a.stop()
         raise
-    token = make_token(url, tenant())
+    token = make_token(url, new_tenant())
     yield Api(a, token), Api(b, token)
     a.stop()
     b.stop()

@@ -15,23 +15,12 @@ import psycopg
 import pytest
 
 from tests.runtime.checkpointers import postgres_url
-from tests.server.helpers import SLOW_SCRIPT, TWO_STEP_DSL, Api, Server, Worker, cpn, make_token, texts, wait_for
+from tests.server.helpers import (
+    SLOW_SCRIPT, TWO_STEP_DSL, Api, Server, Worker, cpn, first_message, make_token, new_tenant, texts, wait_for,
+)
 
 CHAT = "/agents/chat/completions"
 BOTH_ANSWERS = "Answer 1 from LLM:A.Answer 2 from LLM:B."
-
-
-def tenant() -> str:
-    return f"tenant-{uuid.uuid4().hex[:8]}"
-
-
-def first_message(events) -> dict:
-    started = None
-    for event in events:
-        started = started or event
-        if event["event"] == "message":
-            return started
-    raise AssertionError("the stream ended before any message")
 
 
 def log_of(api: Api, agent_id: str, sid: str) -> list[tuple[str, str]]:
@@ -59,7 +48,7 @@ class Cluster:
         self.workers: list[Worker] = []
         for _ in range(2):
             self.apis.append(Server(self.url, tmp_path, script, "--workers", "0").start())
-        token = make_token(self.url, tenant())
+        token = make_token(self.url, new_tenant())
         self.a, self.b = (Api(server, token) for server in self.apis)
 
     def worker(self, *extra: str) -> Worker:

@@ -20,7 +20,8 @@ RAW_EVENT = "langgraph"             # runtime.run.events.RAW_EVENT
 _MESSAGE = "__message__"
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """What orjson cannot write by itself: LangChain messages (pydantic), sets, and anything else as text."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump()
@@ -44,7 +45,7 @@ def _raw_messages(event: dict) -> dict:
 def encode(events: Iterable[dict]) -> bytes:
     """A batch of events as one JSON array."""
     return orjson.dumps([_raw_messages(e) if e.get("event") == RAW_EVENT else e for e in events],
-                        default=_default, option=orjson.OPT_NON_STR_KEYS)
+                        default=json_default, option=orjson.OPT_NON_STR_KEYS)
 
 
 def decode(batch: bytes | str) -> list[dict]:

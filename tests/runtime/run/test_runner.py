@@ -139,19 +139,25 @@ def counting_loop(passes: int) -> dict:
     }}
 
 
-async def test_a_loop_cut_off_mid_turn_reports_its_node_finished_once_in_the_turn_that_completes_it(tmp_path):
-    # the consumer stops reading in the second pass (as a process that dies would); a new Runner,
-    # as in another process, continues the turn from the last checkpoint
-    db = str(tmp_path / "sessions.db")
-    compiled = compile_dsl(counting_loop(3))
+async def cut_in_the_second_pass(db: str, compiled, query: str) -> list[dict]:
+    """A turn of session "s" whose reader stops in the loop's second pass, as a process that dies would."""
     async with open_checkpointer(db) as saver:
-        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query="go"))
+        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query=query))
         cut: list[dict] = []
         async for event in turn:
             cut.append(event)
             if names(cut).count("node_finished:VariableAssigner:Inc") == 2:
                 break
         await turn.aclose()
+    return cut
+
+
+async def test_a_loop_cut_off_mid_turn_reports_its_node_finished_once_in_the_turn_that_completes_it(tmp_path):
+    # the consumer stops reading in the second pass (as a process that dies would); a new Runner,
+    # as in another process, continues the turn from the last checkpoint
+    db = str(tmp_path / "sessions.db")
+    compiled = compile_dsl(counting_loop(3))
+    cut = await cut_in_the_second_pass(db, compiled, "go")
     async with open_checkpointer(db) as saver:
         runner = Runner(compiled, saver, ModelFactory())
         resumed = await run(runner, "s", "")
@@ -170,13 +176,7 @@ async def test_a_message_to_a_session_whose_turn_was_interrupted_is_answered_aft
     compiled = compile_dsl(counting_loop(3))
     async with open_checkpointer(db) as saver:
         await run(Runner(compiled, saver, ModelFactory()), "s", "first")
-        turn = Runner(compiled, saver, ModelFactory()).run_turn("s", TurnRequest(query="second"))
-        cut: list[dict] = []
-        async for event in turn:
-            cut.append(event)
-            if names(cut).count("node_finished:VariableAssigner:Inc") == 2:
-                break
-        await turn.aclose()
+    cut = await cut_in_the_second_pass(db, compiled, "second")
     async with open_checkpointer(db) as saver:
         runner = Runner(compiled, saver, ModelFactory())
         events = await run(runner, "s", "third")

@@ -22,6 +22,18 @@ async def started(lg, thread: str, run_id: str) -> None:
             return
 
 
+async def overtaken(lg, agent_id: str, strategy: str, query: str) -> tuple[str, dict, dict]:
+    """(thread, first run, second run): a long run that has started, then a second one sent with `strategy`,
+    started too."""
+    thread = (await lg.threads.create())["thread_id"]
+    first = await lg.runs.create(thread, agent_id, input={"query": "go"}, stream_mode=["updates"])
+    await started(lg, thread, first["run_id"])
+    second = await lg.runs.create(thread, agent_id, input={"query": query}, multitask_strategy=strategy,
+                                  stream_mode=["updates"])
+    await started(lg, thread, second["run_id"])
+    return thread, first, second
+
+
 async def test_reject_refuses_a_run_to_a_busy_thread_at_once(server, alice):
     slow = alice.agent(long_dsl(), title())
     lg = client(server, alice)
@@ -45,14 +57,8 @@ async def test_enqueue_runs_after_the_running_one_in_arrival_order(server, alice
 
 
 async def test_interrupt_stops_the_running_run_and_keeps_what_it_did(server, alice):
-    slow, chat = alice.agent(long_dsl(), title()), alice.agent(CHAT_DSL, title())
     lg = client(server, alice)
-    thread = (await lg.threads.create())["thread_id"]
-    first = await lg.runs.create(thread, slow, input={"query": "go"}, stream_mode=["updates"])
-    await started(lg, thread, first["run_id"])
-    second = await lg.runs.create(thread, slow, input={"query": "now this"}, multitask_strategy="interrupt",
-                                  stream_mode=["updates"])
-    await started(lg, thread, second["run_id"])
+    thread, first, second = await overtaken(lg, alice.agent(long_dsl(), title()), "interrupt", "now this")
     assert (await lg.runs.get(thread, first["run_id"]))["status"] == "interrupted"
     await lg.runs.cancel(thread, second["run_id"], wait=True)
     history = [s async for s in _history(lg, thread)]
@@ -67,12 +73,7 @@ async def _history(lg, thread: str):
 async def test_rollback_stops_the_running_run_and_deletes_it(server, alice):
     slow = alice.agent(long_dsl(), title())
     lg = client(server, alice)
-    thread = (await lg.threads.create())["thread_id"]
-    first = await lg.runs.create(thread, slow, input={"query": "go"}, stream_mode=["updates"])
-    await started(lg, thread, first["run_id"])
-    second = await lg.runs.create(thread, slow, input={"query": "instead"}, multitask_strategy="rollback",
-                                  stream_mode=["updates"])
-    await started(lg, thread, second["run_id"])
+    thread, first, second = await overtaken(lg, slow, "rollback", "instead")
     with pytest.raises(NotFoundError):
         await lg.runs.get(thread, first["run_id"])                    # the rolled back run is gone
     session = alice.ok("GET", f"/agents/{slow}/sessions/{thread}")
