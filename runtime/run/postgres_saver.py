@@ -14,6 +14,7 @@ fetched again. Everything else is LangGraph's saver.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Mapping, Sequence, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -43,6 +44,17 @@ class CanvasPostgresSaver(CanvasSaverMixin, AsyncPostgresSaver):
     """`AsyncPostgresSaver` with the delta-channel reads of the module doc."""
 
     CACHE_BYTES = CACHE_BYTES
+
+    def __init__(self, conn: Any, *args: Any, **kwargs: Any):
+        super().__init__(conn, *args, **kwargs)
+        from psycopg_pool import AsyncConnectionPool
+        if isinstance(conn, AsyncConnectionPool):
+            # LangGraph's saver holds one lock around every query, pool or not (langgraph issue 7259): all the
+            # turns a worker runs then read and wrote their checkpoints one at a time (`python -m bench.scale`,
+            # 100 conversations on one worker: 10 to 20 s from a turn's start to its model call, the CPU idle).
+            # Each query takes a connection of its own from the pool; at most half of them, so that the event
+            # log, the job queue and the API keep theirs.
+            self.lock = asyncio.Semaphore(max(1, conn.max_size // 2))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
