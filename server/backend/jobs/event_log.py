@@ -10,10 +10,12 @@ What differs between the databases is how a reader learns that a batch came:
 - `SqliteEventLog` (the embedded default: one process runs the turns and serves them): the append wakes the
   readers of this process at once;
 - `PostgresEventLog` (several processes): each batch's row is written with a NOTIFY on `c2g_events`; every
-  process LISTENs on one connection of its own and wakes the readers of that turn. A batch small enough
-  travels in the notification itself, so a reader that is up to date reads no row.
-Either way a reader also looks at the table every `POLL_SECONDS`, so a notification lost to a reconnect (or
-a second process on one SQLite file) delays it, never stalls it.
+  process that follows turns LISTENs on one connection of its own (from its first reader on) and wakes the
+  readers of that turn. A batch small enough travels in the notification itself, so a reader that is up to
+  date reads no row.
+A reader reads the table when it starts and when a batch may have been missed (a gap, a wake-up without its
+batch); it also looks at the table after `POLL_SECONDS` without news, so a notification lost to a reconnect
+(or a second process on one SQLite file) delays it, never stalls it.
 """
 from __future__ import annotations
 
@@ -45,14 +47,18 @@ class _Waiter:
     """A reader waiting for a turn's next batch; batches that came in notifications wait here for it."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     batches: dict[int, list[dict]] = field(default_factory=dict)
+    missed: bool = False        # woken for a batch that did not come with the wake-up: the table has it
 
     def put(self, seq: int, events: list[dict] | None) -> None:
-        if events is not None:
+        if events is None:
+            self.missed = True
+        else:
             self.batches[seq] = events
         self.changed.set()
 
     def take(self, position: int) -> list[tuple[int, list[dict]]]:
-        """The batches from `position` on, if they came without a gap."""
+        """The batches from `position` on, if they came without a gap. What is taken no longer wakes the
+        reader; a batch left (after a gap) still does."""
         found = []
         while position in self.batches:
             events = self.batches.pop(position)
@@ -60,6 +66,8 @@ class _Waiter:
             position += len(events)
         for seq in [s for s in self.batches if s < position]:
             del self.batches[seq]
+        if found and not self.batches and not self.missed:
+            self.changed.clear()
         return found
 
     async def wait(self, timeout: float) -> bool:
@@ -86,6 +94,9 @@ class EventLog:
 
     async def close(self) -> None:
         pass
+
+    async def _listen_for_readers(self) -> None:
+        """Before a reader's first read: be told of the batches that come (PostgreSQL: LISTEN)."""
 
     async def append(self, turn_id: str, seq: int, events: list[dict]) -> int:
         """Add a batch at position `seq` (the count of the turn's events before it); returns the next position."""
@@ -132,14 +143,23 @@ class EventLog:
         `settled()`, asked when nothing came for `POLL_SECONDS`, gives the turn's end from its row once it has
         ended: a turn whose end record is not in the log (its events were dropped, or its process died while
         logging it) then ends its readers with that instead of leaving them waiting."""
+        await self._listen_for_readers()
         waiter = _Waiter()      # listening before the first read: nothing appended meanwhile is missed
         self.waiters.setdefault(turn_id, set()).add(waiter)
         position = start
         away_since: float | None = None
+        # the table is read first (what was logged before this reader came), then only when a batch may have been
+        # missed: a wake-up without the batch (too big to notify, the listener reconnected), a gap, or a poll with
+        # nothing new; batches that came in notifications are followed without reading it
+        read = True
         try:
             while True:
                 try:
-                    batches = waiter.take(position) or await self._read(turn_id, position)
+                    batches = waiter.take(position)
+                    if not batches and (read or waiter.missed):
+                        waiter.missed = False
+                        batches = await self._read(turn_id, position)
+                    read = False
                     away_since = None
                 except Exception as e:          # noqa: BLE001 - a database restarting: the reader waits for it
                     away_since = away_since or time.monotonic()
@@ -151,7 +171,8 @@ class EventLog:
                     if seq + len(events) <= position:
                         continue            # read twice (a notification and the table)
                     if seq > position:
-                        break               # a gap: read the table again
+                        read = True         # a gap: read the table again
+                        break
                     events = events[position - seq:]
                     position += len(events)
                     yield events
@@ -160,6 +181,7 @@ class EventLog:
                 else:
                     if batches:
                         continue
+                    read = True
                     if await waiter.wait(POLL_SECONDS) or settled is None:
                         continue
                     end = await settled()
@@ -189,11 +211,18 @@ class PostgresEventLog(EventLog):
         super().__init__(db)
         self._listener: asyncio.Task | None = None
         self.listening = asyncio.Event()
+        self._listened = False
 
     async def start(self) -> None:
-        self._listener = asyncio.create_task(self._listen(), name="event-log-listener")
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.listening.wait(), 10)
+        """Nothing yet: the process LISTENs once it has a reader (a worker, which writes events and does not follow
+        them, never does: every notification would wake it for nothing)."""
+
+    async def _listen_for_readers(self) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen(), name="event-log-listener")
+        if not self._listened:          # the first readers wait for the LISTEN (later ones, for a reconnect, poll)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.listening.wait(), 10)
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -209,6 +238,7 @@ class PostgresEventLog(EventLog):
                 async with await psycopg.AsyncConnection.connect(self.db.url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
+                    self._listened = True
                     delay = 0.1
                     self._wake_all()            # what was missed while not listening is read from the table
                     async for note in conn.notifies():
