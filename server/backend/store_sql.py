@@ -6,6 +6,7 @@ Both back ends take the same statements, written with `?` placeholders, and answ
 """
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 ORDERABLE = {"create_time", "update_time", "title", "name"}
@@ -95,11 +96,11 @@ class PostgresTables:
         # holds at most `max_size` connections besides its listening ones. Autocommit and no prepared statements
         # are what LangGraph's saver requires of its connections; autocommit is set when a connection is made
         # (`configure`), not among the connection arguments, because procrastinate opens its listening connection
-        # with those arguments plus its own autocommit. Each connection is checked as it is handed out: after
-        # PostgreSQL restarts, the pool's old connections are dead, and a request would fail on one (an empty
-        # query's round trip, 0.1 ms here, against a 500 for the first requests after a restart)
+        # with those arguments plus its own autocommit. A connection that sat in the pool is checked as it is
+        # handed out: after PostgreSQL restarts, the pool's old connections are dead, and a request would fail on
+        # one (an empty query's round trip, 0.1 ms here, against a 500 for the first requests after a restart)
         self.pool = AsyncConnectionPool(self.url, min_size=1, max_size=self.max_size, open=False, timeout=30,
-                                        check=AsyncConnectionPool.check_connection, configure=_autocommit,
+                                        check=_check_if_idle, reset=_note_returned, configure=_autocommit,
                                         kwargs={"prepare_threshold": 0, "row_factory": dict_row})
         await self.pool.open(wait=True, timeout=30)
 
@@ -147,3 +148,20 @@ def page_window(page: int, page_size: int) -> tuple[int, int]:
     """(LIMIT, OFFSET) of a 1-based page; a page holds 1 to 1000 rows."""
     page, size = max(int(page), 1), min(max(int(page_size), 1), 1000)
     return size, (page - 1) * size
+
+
+# A connection back in the pool for less than this is handed out again unchecked. Checking every one doubled the
+# round trips of a busy process (`python -m bench.scale`: 37 of a turn's 94 statements were the check) for
+# nothing: a connection used a moment ago is alive, and one that broke in use is not put back. A restart of the
+# database takes longer than this, so the connections it killed are checked before they are used again.
+CHECK_AFTER_IDLE_SECONDS = 1.0
+
+
+async def _note_returned(conn) -> None:
+    conn._c2g_returned_at = time.monotonic()
+
+
+async def _check_if_idle(conn) -> None:
+    if time.monotonic() - getattr(conn, "_c2g_returned_at", 0.0) >= CHECK_AFTER_IDLE_SECONDS:
+        from psycopg_pool import AsyncConnectionPool
+        await AsyncConnectionPool.check_connection(conn)
