@@ -15,8 +15,9 @@ handed it over, the first one also when the model was called, so a client knows 
 Client processes (`--clients`) hold K conversations; each starts at a random moment of the first period (so
 turns arrive at a steady rate, not all at once), then asks one turn after another (`POST
 /api/v1/agents/chat/completions`, streamed; turn n of conversation i through API process (i + n) mod 2), with
-`--think-ms` (0.5x to 1.5x, at random) between its turns, for `--seconds` after that first period. For
-every turn asked in that window:
+`--think-ms` (20 s, a chat's pace; 0.5x to 1.5x, at random) between its turns, for `--seconds` after that
+first period. A conversation has one turn at a time: more conversations than the machine can serve show as
+turns/s at its capacity and latencies of queued turns. For every turn asked in that window:
 - added latency = (request sent -> `data:[DONE]` arrived) - the model's scripted time; split into pickup
   (request sent -> model called), model overrun (the model's own pauses overslept: its worker's loop was
   busy) and tail (last token left the model -> `[DONE]`);
@@ -449,7 +450,7 @@ def load_run(cluster: Cluster, agent: str, conversations: int) -> dict:
     backends = set(backends) | set(cluster.backend_pids())
     pg1 = _pg_cpu(list(backends))
     load_during = os.getloadavg()
-    out = gather(procs, timeout=args.seconds + ramp + 300)
+    out = gather(procs, timeout=args.seconds + ramp + 900)       # an overloaded run drains its turns
     if args.keep:                                       # every turn's figures, beside the logs
         (cluster.tmp / f"turns-w{len(cluster.workers)}-k{conversations}.json").write_text(json.dumps(out))
     model_ns = args.model_ms * 1e6
@@ -680,7 +681,9 @@ def run(args: argparse.Namespace) -> int:
         if len(cluster.workers) < 2:
             concurrency, pool = cluster.worker_options(2)
             cluster.start_workers(2 - len(cluster.workers), concurrency, pool)
+        print(f"takeover: {args.takeovers} time(s), {len(cluster.workers)} workers", flush=True)
         result["takeovers"] = takeover_runs(cluster, agent, args.takeovers)
+        print(f"kills: {args.kills} random worker SIGKILLs under {args.kill_conversations} conversations", flush=True)
         result["kill_run"] = kill_run(cluster, agent)
     finally:
         cluster.close()
@@ -701,28 +704,32 @@ def report(args: argparse.Namespace, result: dict, wall: float) -> int:
     first = [t.get("first_token_s", float("inf")) for t in takeovers]
     takeover_errors = [e for t in takeovers for e in t["errors"]]
     kills = result["kill_run"]
+    # name: (met, measured, goal)
     checks = {
-        f"{largest} conversations, p99 added latency <= {args.p99_limit_ms:.0f} ms":
+        f"{largest} conversations, p99 latency a turn adds beyond its model":
             (best is not None and best["added_ms"]["p99"] <= args.p99_limit_ms and best["errors"] == 0,
-             f"{best['added_ms']['p99']:.0f} ms with {best['workers']} worker(s)" if best else "not measured"),
-        "no errors in the load runs": (errors == 0, f"{errors} errors"),
-        f"takeover after SIGKILL <= {args.takeover_limit_s:.0f} s":
+             f"{best['added_ms']['p99']:.0f} ms with {best['workers']} worker(s), the best" if best else "not measured",
+             f"<= {args.p99_limit_ms:.0f} ms"),
+        "errors in the load runs": (errors == 0, str(errors), "0"),
+        "takeover after SIGKILL (kill -> first token of the new worker)":
             (bool(first) and max(first) <= args.takeover_limit_s and not takeover_errors,
-             f"{', '.join(f'{s:.1f}' for s in first)} s" + (f"; {takeover_errors[:2]}" if takeover_errors else "")),
-        f"lost turns over {args.kills} worker kills": (kills["lost"] == 0 and kills["stream_errors"] == 0,
-                                                       (f"{kills['lost']} lost, {kills['stream_errors']} broken streams "
-                                                       f"of {kills['turns']} turns")),
-        f"duplicated turns over {args.kills} worker kills": (kills["duplicated"] == 0, f"{kills['duplicated']} duplicated"),
+             f"{', '.join(f'{s:.1f}' for s in first)} s" + (f"; {takeover_errors[:2]}" if takeover_errors else ""),
+             f"<= {args.takeover_limit_s:.0f} s"),
+        f"lost turns over {args.kills} worker kills":
+            (kills["lost"] == 0 and kills["stream_errors"] == 0,
+             f"{kills['lost']} lost, {kills['stream_errors']} broken streams of {kills['turns']} turns", "0"),
+        f"duplicated turns over {args.kills} worker kills": (kills["duplicated"] == 0, str(kills["duplicated"]), "0"),
     }
     if kills["problems"]:
         print("kill run problems:", *kills["problems"], sep="\n  ")
     print(f"\n## Targets ({wall:.0f} s; load average {os.getloadavg()[0]:.2f} at the end)\n")
-    print("| target | measured | |\n|---|---|---|")
-    for name, (met, measured) in checks.items():
-        print(f"| {name} | {measured} | {'met' if met else 'NOT MET'} |")
-    passed = all(met for met, _ in checks.values())
+    print("| target | measured | goal | |\n|---|---|---|---|")
+    for name, (met, measured, goal) in checks.items():
+        print(f"| {name} | {measured} | {goal} | {'met' if met else 'NOT MET'} |")
+    passed = all(met for met, _m, _g in checks.values())
     print("PASS" if passed else "FAIL")
-    result["targets"] = {name: {"met": met, "measured": measured} for name, (met, measured) in checks.items()}
+    result["targets"] = {name: {"met": met, "measured": measured, "goal": goal}
+                         for name, (met, measured, goal) in checks.items()}
     result["pass"] = passed
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -739,7 +746,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conversations", default=None, help="conversation counts K (default 100,1000)")
     p.add_argument("--model-ms", type=float, default=2000, help="the model's time per reply (default %(default)s)")
     p.add_argument("--tokens", type=int, default=20, help="chunks per reply (default %(default)s)")
-    p.add_argument("--think-ms", type=float, default=None, help="a user's pause between turns (default 8000)")
+    p.add_argument("--think-ms", type=float, default=None,
+                   help="a user's pause between turns (default 20000; --quick: 5000)")
     p.add_argument("--seconds", type=float, default=None, help="measured seconds per run (default 60)")
     p.add_argument("--clients", type=int, default=2, help="client processes sharing the conversations")
     p.add_argument("--takeovers", type=int, default=None, help="takeovers measured (default 3)")
@@ -775,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick
     args.workers = [int(x) for x in (args.workers or ("1,2" if quick else "1,2,4")).split(",")]
     args.conversations = [int(x) for x in (args.conversations or ("20" if quick else "100,1000")).split(",")]
-    args.think_ms = 8000.0 if args.think_ms is None else args.think_ms
+    args.think_ms = (5000.0 if quick else 20000.0) if args.think_ms is None else args.think_ms
     args.seconds = args.seconds or (15.0 if quick else 60.0)
     args.takeovers = args.takeovers if args.takeovers is not None else (1 if quick else 3)
     args.kills = args.kills if args.kills is not None else (2 if quick else 10)

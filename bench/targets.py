@@ -1,9 +1,9 @@
 """Every speed and memory target in one command, each with its measured figure and whether it is met.
 
-    python -m bench.targets                  # the full run, about 12 min on 2 cores: run it alone on the machine
-    python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 3 min)
+    python -m bench.targets                  # the full run, about 20 min on 2 cores: run it alone on the machine
+    python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 6 min)
     python -m bench.targets --json out.json  # also write every figure
-    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, storage
+    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, scale, storage
 
 The parts, each a benchmark of its own that this command runs and reads:
 - `ragflow`: `python -m bench.ragflow`, RAGFlow's own engine side by side (needs `../shared/oracle` set up),
@@ -14,6 +14,9 @@ The parts, each a benchmark of its own that this command runs and reads:
 - `cli`: whole processes: `--help`, `compile` of a shipped template, and one `run` turn of the 10-LLM chain
   against RAGFlow's engine run the same way (`../shared/oracle/perf/cold.py`);
 - `server`: `python -m bench.server_load`, concurrent streaming conversations against one `serve` process;
+- `scale`: `python -m bench.scale`, production's layout (2 API processes and workers on PostgreSQL): 1,000
+  conversations on 2 workers, a takeover after SIGKILL and 10 random worker kills (about 8 min; `--quick`: its
+  smoke run, 20 conversations and 2 kills, about 3 min; `python -m bench.scale` alone runs 1, 2 and 4 workers);
 - `storage`: `python -m bench.storage`, the bytes a session stores (1,000 turns, 10,000 items, about 2.5 min;
   `--quick`: 100 turns and 1,000 items, targets it cannot reach are judged when already exceeded).
 """
@@ -36,7 +39,7 @@ if __package__ in (None, ""):          # `python bench/targets.py`: make the rep
 from bench import ragflow              # noqa: E402  (after the path fix above)
 
 REPO = Path(__file__).resolve().parent.parent
-PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "storage")
+PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "scale", "storage")
 TEMPLATE = REPO / "canvas2graph" / "templates" / "ragflow" / "cajal_scientific_paper_agent.json"
 
 
@@ -190,6 +193,17 @@ def server_rows(quick: bool) -> tuple[list[Row], dict]:
                 f"is kept per session); SQLite {idle['database'] or 0:.0f} KB on disk", "stated", None)], data
 
 
+def scale_rows(quick: bool) -> tuple[list[Row], dict]:
+    options = ["--quick"] if quick else ["--workers", "2", "--conversations", "1000", "--seconds", "30", "--takeovers", "1"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "scale.json"
+        data = _json_of([sys.executable, "-m", "bench.scale", *options, "--json", str(out)], out)
+    if not data:
+        return [Row("production's layout (bench.scale)", "not measured (bench.scale failed)", "", False)], {}
+    return [Row(f"API processes + workers on PostgreSQL: {name}", t["measured"], t["goal"], t["met"])
+            for name, t in data["targets"].items()], data
+
+
 def storage_rows(quick: bool) -> tuple[list[Row], dict]:
     from bench import storage
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     if "server" not in skip:
         server, figures["server"] = server_rows(args.quick)
         rows += server
+    if "scale" not in skip:
+        scale_part, figures["scale"] = scale_rows(args.quick)
+        rows += scale_part
     if "storage" not in skip:
         storage_part, figures["storage"] = storage_rows(args.quick)
         rows += storage_part
