@@ -14,8 +14,9 @@ What differs between the databases is how a reader learns that a batch came:
   readers of that turn. A batch small enough travels in the notification itself, so a reader that is up to
   date reads no row.
 A reader reads the table when it starts and when a batch may have been missed (a gap, a wake-up without its
-batch); it also looks at the table after `POLL_SECONDS` without news, so a notification lost to a reconnect
-(or a second process on one SQLite file) delays it, never stalls it.
+batch); it also looks at the table after `POLL_SECONDS` without news (on PostgreSQL, less and less often while
+nothing comes, up to `QUIET_POLL_SECONDS`), so a notification lost to a reconnect (or a second process on one
+SQLite file) delays it, never stalls it.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from canvas2graph.server.backend.jobs.wire import TURN_EVENT, decode, encode
 log = logging.getLogger("canvas2graph.events")
 
 CHANNEL = "c2g_events"
-POLL_SECONDS = 1.0              # a reader looks at the table at least this often (lost notifications)
+POLL_SECONDS = 1.0              # a reader looks at the table after this long without news (lost notifications) ...
+QUIET_POLL_SECONDS = 8.0        # ... twice as long after each look that found nothing, up to this (PostgreSQL)
 NOTIFY_MAX = 7000               # PostgreSQL's payload limit is 8000 bytes: larger batches are read from the table
 DATABASE_PATIENCE = 60.0        # a reader waits this long for a database that went away before it gives up
 
@@ -84,6 +86,11 @@ class EventLog:
     """The table both logs keep, and `follow`, written once over it and the waiters appends wake."""
 
     linger = 0.0        # seconds a writer waits to gather a batch (0: a batch is what came during the last write)
+    # the longest a reader waits between looks at the table while nothing comes: a log whose readers are woken by
+    # notifications (PostgreSQL) looks less and less often at the table of a turn that waits for a worker (a
+    # thousand waiting readers looked a thousand times a second, `python -m bench.scale`); SQLite's readers in
+    # another process than the writer's are woken by nothing else
+    quiet_poll = POLL_SECONDS
 
     def __init__(self, db: Any):
         self.db = db                    # server.backend.store_sql: SqliteTables or PostgresTables
@@ -140,7 +147,7 @@ class EventLog:
                      settled: Callable[[], Awaitable[dict | None]] | None = None) -> AsyncIterator[list[dict]]:
         """The turn's events from position `start`, batch by batch, until its `end` record (included).
 
-        `settled()`, asked when nothing came for `POLL_SECONDS`, gives the turn's end from its row once it has
+        `settled()`, asked when nothing came for a while (`POLL_SECONDS`, then longer), gives the turn's end from its row once it has
         ended: a turn whose end record is not in the log (its events were dropped, or its process died while
         logging it) then ends its readers with that instead of leaving them waiting."""
         await self._listen_for_readers()
@@ -152,6 +159,7 @@ class EventLog:
         # missed: a wake-up without the batch (too big to notify, the listener reconnected), a gap, or a poll with
         # nothing new; batches that came in notifications are followed without reading it
         read = True
+        poll = POLL_SECONDS
         try:
             while True:
                 try:
@@ -175,6 +183,7 @@ class EventLog:
                         break
                     events = events[position - seq:]
                     position += len(events)
+                    poll = POLL_SECONDS
                     yield events
                     if ends(events):
                         return
@@ -182,7 +191,11 @@ class EventLog:
                     if batches:
                         continue
                     read = True
-                    if await waiter.wait(POLL_SECONDS) or settled is None:
+                    if await waiter.wait(poll):
+                        poll = POLL_SECONDS
+                        continue
+                    poll = min(poll * 2, self.quiet_poll)
+                    if settled is None:
                         continue
                     end = await settled()
                     if end is not None and not await self._read(turn_id, position):
@@ -206,6 +219,8 @@ class SqliteEventLog(EventLog):
 
 class PostgresEventLog(EventLog):
     """Rows and a NOTIFY per batch; a LISTEN of this process's own wakes its readers."""
+
+    quiet_poll = QUIET_POLL_SECONDS
 
     def __init__(self, db: Any):
         super().__init__(db)
