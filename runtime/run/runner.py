@@ -207,6 +207,19 @@ class Runner:
         return {"message_id": (snapshot.metadata or {}).get(MESSAGE_ID),
                 "query": (snapshot.values.get(GLOBALS) or {}).get("sys.query", "")}
 
+    async def abandon(self, session_id: str, message_id: str) -> bool:
+        """Close the session's checkpointed turn `message_id` as a failed one if it is still open (a turn that is
+        given up mid-way), so that the session's next turn starts afresh instead of continuing it first; False
+        when that turn is not the open one."""
+        if self.checkpointer is None:
+            return False
+        config = self._config(session_id)
+        saved = await self.checkpointer.aget_tuple(config)
+        if saved is None or (saved.metadata or {}).get(MESSAGE_ID) != message_id or not _request_of(saved).get("open"):
+            return False
+        await self._close_turn(config, ended="failed")
+        return True
+
     async def _fail(self, config: dict, message: str, error: Exception) -> None:
         """End a turn that broke outside its components: close it, record why, tell the caller."""
         self.outcome.status, self.outcome.error = "stopped", message

@@ -169,6 +169,14 @@ class TurnWorker:
             raise HandedBack(f"turn {turn_id} handed back: the database went away") from e
 
     async def _give_up(self, turn: TurnRecord, reason: str) -> None:
+        # its checkpoint still holds the turn open, mid-step: closed as a failed turn, or the session's next turn
+        # would continue it first and stream its answer as its own (bench.scale's random worker kills)
+        try:
+            session = await self.store.get_session(turn.tenant, turn.session_id)
+            if session is not None:
+                await (await self._runner(session)).abandon(turn.session_id, turn.message_id)
+        except Exception:               # noqa: BLE001 - the turn is failed all the same
+            log.exception("turn %s: could not close its checkpointed turn", turn.id)
         publisher = Publisher(self.events, turn.id, await self.events.next_seq(turn.id))
         await self.finish_turn(turn, publisher, AnswerFold(), {"status": "failed", "error": reason,
                                                             "error_type": "TooManyAttempts"})
