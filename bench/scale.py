@@ -30,8 +30,9 @@ Then, with the last set of workers:
   new worker's model emits reaching the client, and to `workflow_finished`. The stream must end with
   `workflow_finished` and the session hold the question and the answer once;
 - kills: `--kill-conversations` conversations ask turns back to back while `--kills` workers, chosen at
-  random, are SIGKILLed at random moments (each restarted at once, as a supervisor does; the next kill once
-  the dead worker's turns were taken up); then every session's log must hold every question it was asked
+  random, are SIGKILLed at random moments (each restarted at once, as a supervisor does; the next kill 1 to
+  4 s after the dead worker's turns were taken up and had the model's time to end: a turn on three killed
+  workers is failed by design, MAX_ATTEMPTS); then every session's log must hold every question it was asked
   and its answer ("<query>=>...") exactly once, and every client stream must end whole: lost and duplicated
   turns are counted.
 
@@ -167,6 +168,7 @@ class Cluster:
         self.script.write_text(json.dumps(script(args)))
         self.apis: list[Process] = []
         self.workers: list[Process] = []
+        self.monitor = None
         self.token = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "tokens", "create", "--tenant", "bench",
                                      "--db", self.url], cwd=REPO, env=_env(), capture_output=True, text=True,
                                     check=True).stdout.strip()
@@ -211,15 +213,31 @@ class Cluster:
         return [*self.apis, *(w for w in self.workers if w.proc.poll() is None)]
 
     def backend_pids(self) -> list[int]:
-        """The database's server processes serving the run's database."""
+        """The database's server processes serving the run's database (on a connection the run keeps: the server
+        may have no other to give when it is busy)."""
         import psycopg
-        with psycopg.connect(self.server + "/postgres", autocommit=True) as conn:
-            return [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.dbname,))]
+        if self.monitor is None or self.monitor.closed:
+            self.monitor = psycopg.connect(self.server + "/postgres", autocommit=True)
+        return [r[0] for r in self.monitor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
+                                                   (self.dbname,))]
+
+    def connections_free(self) -> tuple[int, int]:
+        """(connections the server allows, connections in use now)."""
+        self.backend_pids()
+        limit = int(self.monitor.execute("SHOW max_connections").fetchone()[0])
+        used = self.monitor.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                                    ).fetchone()[0]
+        return limit, used
 
     def close(self) -> None:
         import psycopg
         for process in [*self.workers, *self.apis]:
             process.kill()
+        if self.monitor is not None:
+            self.monitor.close()
+        if self.args.keep:
+            print(f"database {self.url} kept")
+            return
         try:
             with psycopg.connect(self.server + "/postgres", autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
@@ -492,6 +510,11 @@ def print_load_header() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
 
 
+def print_load_errors(r: dict) -> None:
+    for sample in r["error_samples"]:
+        print(f"  error: {sample[:200]}")
+
+
 def print_load_row(r: dict) -> None:
     def pair(key: str) -> str:
         v = r[key]
@@ -603,7 +626,10 @@ def kill_run(cluster: Cluster, agent: str) -> dict:
     time.sleep(max(0.0, start_at - time.time()) + args.model_ms / 1000 + 2)
     kills = []
     for _ in range(args.kills):
-        time.sleep(random.uniform(0.5, 3.0))
+        # a random moment once the turns the last kill hit have had time to end: workers that die independently
+        # seldom hit one turn twice (a turn whose workers die three times is failed by design: a turn that
+        # kills its worker, out of memory say, must not kill them all)
+        time.sleep(random.uniform(1.0, 4.0) + args.model_ms / 1000)
         live = [w for w in cluster.workers if w.proc.poll() is None]
         victim = random.choice(live)
         held = _open_turns_of(cluster, victim.pid)
@@ -664,6 +690,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"model: {args.tokens} tokens over {args.model_ms:.0f} ms; think {args.think_ms:.0f} ms (0.5x-1.5x) between "
           f"a conversation's turns; {args.seconds:.0f} s measured per run; {args.clients} client processes", flush=True)
     cluster = Cluster(args, tmp)
+    limit, used = cluster.connections_free()
+    need = 2 * (args.api_pool_size + 1) + max(args.workers) * (max(8, args.worker_pool_total // max(args.workers)) + 2)
+    print(f"PostgreSQL: {used} of {limit} connections in use; this run takes up to {need} more"
+          + (" - NOT ENOUGH: lower --worker-pool-total or --api-pool-size" if used + need > limit else ""), flush=True)
     result: dict = {"machine": f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores",
                     "model_ms": args.model_ms, "tokens": args.tokens, "think_ms": args.think_ms, "seconds": args.seconds,
                     "load_runs": []}
@@ -671,20 +701,28 @@ def run(args: argparse.Namespace) -> int:
         cluster.start_apis(2)
         agent = create_agent(cluster)
         print_load_header()
-        for w in args.workers:
-            concurrency, pool = cluster.worker_options(w)
-            cluster.start_workers(w - len(cluster.workers), concurrency, pool)
-            for k in args.conversations:
-                row = load_run(cluster, agent, k)
-                result["load_runs"].append(row)
-                print_load_row(row)
-        if len(cluster.workers) < 2:
-            concurrency, pool = cluster.worker_options(2)
-            cluster.start_workers(2 - len(cluster.workers), concurrency, pool)
-        print(f"takeover: {args.takeovers} time(s), {len(cluster.workers)} workers", flush=True)
-        result["takeovers"] = takeover_runs(cluster, agent, args.takeovers)
-        print(f"kills: {args.kills} random worker SIGKILLs under {args.kill_conversations} conversations", flush=True)
-        result["kill_run"] = kill_run(cluster, agent)
+        try:
+            for w in args.workers:
+                concurrency, pool = cluster.worker_options(w)
+                cluster.start_workers(w - len(cluster.workers), concurrency, pool)
+                for k in args.conversations:
+                    row = load_run(cluster, agent, k)
+                    result["load_runs"].append(row)
+                    print_load_row(row)
+                    print_load_errors(row)
+        except Exception as e:      # noqa: BLE001 - the other parts are measured all the same
+            result["load_failure"] = _failure("the load runs", e)
+        try:
+            if len([w for w in cluster.workers if w.proc.poll() is None]) < 2:
+                cluster.workers = [w for w in cluster.workers if w.proc.poll() is None]
+                concurrency, pool = cluster.worker_options(2)
+                cluster.start_workers(2 - len(cluster.workers), concurrency, pool)
+            print(f"takeover: {args.takeovers} time(s), {len(cluster.workers)} workers", flush=True)
+            result["takeovers"] = takeover_runs(cluster, agent, args.takeovers)
+            print(f"kills: {args.kills} random worker SIGKILLs under {args.kill_conversations} conversations", flush=True)
+            result["kill_run"] = kill_run(cluster, agent)
+        except Exception as e:      # noqa: BLE001
+            result["failure"] = _failure("the takeover and kills", e)
     finally:
         cluster.close()
         if args.keep:
@@ -694,16 +732,23 @@ def run(args: argparse.Namespace) -> int:
     return report(args, result, time.monotonic() - started)
 
 
+def _failure(what: str, e: BaseException) -> str:
+    text = f"{what} stopped: {type(e).__name__}: {e}"
+    print(text, flush=True)
+    return text
+
+
 def report(args: argparse.Namespace, result: dict, wall: float) -> int:
     runs = result["load_runs"]
     largest = max(args.conversations)
     at_largest = [r for r in runs if r["conversations"] == largest and r["added_ms"]]
     best = min(at_largest, key=lambda r: r["added_ms"]["p99"], default=None)
-    errors = sum(r["errors"] for r in runs)
-    takeovers = result["takeovers"]
+    errors = sum(r["errors"] for r in runs) + ("load_failure" in result)
+    takeovers = result.get("takeovers") or []
     first = [t.get("first_token_s", float("inf")) for t in takeovers]
-    takeover_errors = [e for t in takeovers for e in t["errors"]]
-    kills = result["kill_run"]
+    takeover_errors = [e for t in takeovers for e in t["errors"]] + ([result["failure"]] if "failure" in result else [])
+    kills = result.get("kill_run") or {"lost": -1, "duplicated": -1, "stream_errors": -1, "turns": 0,
+                                       "problems": [result.get("failure", "not run")]}
     # name: (met, measured, goal)
     checks = {
         f"{largest} conversations, p99 latency a turn adds beyond its model":
@@ -754,13 +799,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--takeover-model-s", type=float, default=10.0, help="the takeover turn's model time")
     p.add_argument("--kills", type=int, default=None, help="random worker SIGKILLs (default 10)")
     p.add_argument("--kill-conversations", type=int, default=None, help="conversations during the kills (default 40)")
-    p.add_argument("--api-pool-size", type=int, default=16, help="each API process's --pool-size")
+    p.add_argument("--api-pool-size", type=int, default=8, help="each API process's --pool-size")
     p.add_argument("--worker-pool-total", type=int, default=32,
                    help="the workers' --pool-size, in all (each gets its share, at least 8)")
     p.add_argument("--db", default=SERVER, help="the PostgreSQL server (a database is made on it for the run)")
     p.add_argument("--p99-limit-ms", type=float, default=100)
     p.add_argument("--takeover-limit-s", type=float, default=30)
-    p.add_argument("--keep", action="store_true", help="keep the processes' logs")
+    p.add_argument("--keep", action="store_true", help="keep the processes' logs, every turn's figures and the database")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
