@@ -683,6 +683,8 @@ def verify(cluster: Cluster, agent: str, out: dict) -> dict:
 # --- the driver -------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
     import canvas2graph.server
+    # SIGTERM stops the run as Ctrl-C does: its processes and its database go with it
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     tmp = Path(tempfile.mkdtemp(prefix="c2g-scale-"))
     started = time.monotonic()
     print(f"bench.scale: {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
