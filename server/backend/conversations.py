@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
@@ -36,7 +35,6 @@ from canvas2graph.server.backend.store_turns import TurnRecord
 log = logging.getLogger("canvas2graph.conversations")
 
 POLICIES = ("enqueue", "reject")
-SETTLE_SECONDS = 10.0       # a turn's row ended this long ago without its end record in the log: the log lost it
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 ModelSource = Callable[[], tuple[Any, Any]]     # () -> (ModelFactory, Script | None), one call per turn
@@ -81,16 +79,11 @@ class Turn:
             yield batch
 
     async def _settled(self) -> dict | None:
-        """The turn's end from its row, once it has ended (for a log that lost its end record).
-
-        Its worker ends the row before it logs the end record, and the turn's last events may still be on their
-        way then (a busy worker's writes wait for a connection): the row speaks for the log only once it has been
-        ended for `SETTLE_SECONDS`. Sooner, a reader ended the stream without them (bench.scale: streams that
-        lacked `workflow_finished`)."""
+        """The turn's end from its row, once it has ended (for a log that lost its end record)."""
         row = await self.conversations.store.get_turn(self.record.id)
         if row is None:
             return turn_event("end", status="failed", error="the turn was deleted")
-        if row.open or time.time() - (row.ended_at or 0.0) < SETTLE_SECONDS:
+        if row.open:
             return None
         return turn_event("end", status=row.status, error=row.error)
 
