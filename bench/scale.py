@@ -169,6 +169,7 @@ class Cluster:
         self.apis: list[Process] = []
         self.workers: list[Process] = []
         self.monitor = None
+        self.db_conn = None
         self.token = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "tokens", "create", "--tenant", "bench",
                                      "--db", self.url], cwd=REPO, env=_env(), capture_output=True, text=True,
                                     check=True).stdout.strip()
@@ -221,6 +222,13 @@ class Cluster:
         return [r[0] for r in self.monitor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
                                                    (self.dbname,))]
 
+    def query(self, sql: str, params: tuple) -> tuple | None:
+        """One row from the run's database, on a connection the run keeps."""
+        import psycopg
+        if self.db_conn is None or self.db_conn.closed:
+            self.db_conn = psycopg.connect(self.url, autocommit=True)
+        return self.db_conn.execute(sql, params).fetchone()
+
     def connections_free(self) -> tuple[int, int]:
         """(connections the server allows, connections in use now)."""
         self.backend_pids()
@@ -233,8 +241,9 @@ class Cluster:
         import psycopg
         for process in [*self.workers, *self.apis]:
             process.kill()
-        if self.monitor is not None:
-            self.monitor.close()
+        for conn in (self.monitor, self.db_conn):
+            if conn is not None:
+                conn.close()
         if self.args.keep:
             print(f"database {self.url} kept")
             return
@@ -534,9 +543,7 @@ def _session_log(cluster: Cluster, agent: str, sid: str) -> list[tuple[str, str]
 
 
 def _owner_pid(cluster: Cluster, sid: str) -> int | None:
-    import psycopg
-    with psycopg.connect(cluster.url) as conn:
-        row = conn.execute("SELECT owner FROM c2g_turns WHERE session_id = %s AND status = 'running'", (sid,)).fetchone()
+    row = cluster.query("SELECT owner FROM c2g_turns WHERE session_id = %s AND status = 'running'", (sid,))
     return int(row[0].rsplit(":", 2)[1]) if row and row[0] else None
 
 
@@ -610,10 +617,8 @@ def takeover_runs(cluster: Cluster, agent: str, runs: int) -> list[dict]:
 
 # --- kills -----------------------------------------------------------------------------------------------
 def _open_turns_of(cluster: Cluster, pid: int) -> int:
-    import psycopg
-    with psycopg.connect(cluster.url) as conn:
-        return conn.execute("SELECT count(*) FROM c2g_turns WHERE status IN ('queued', 'running') AND owner LIKE %s",
-                            (f"%:{pid}:%",)).fetchone()[0]
+    return cluster.query("SELECT count(*) FROM c2g_turns WHERE status IN ('queued', 'running') AND owner LIKE %s",
+                         (f"%:{pid}:%",))[0]
 
 
 def kill_run(cluster: Cluster, agent: str) -> dict:
