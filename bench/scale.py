@@ -676,13 +676,16 @@ def verify(cluster: Cluster, agent: str, out: dict) -> dict:
                 problems.append(f"{q}: logged {n_user} time(s), answered {n_answer} time(s)")
         if users != [q for q in queries if q in users]:
             problems.append(f"session {sid}: questions logged out of order")
-        strangers = [a for a in answers if not any(a.startswith(f"{q}=>") for q in queries)]
+        # an empty answer is a lost turn's (counted above); another answer to no question is one answered twice
+        strangers = [a for a in answers if a and not any(a.startswith(f"{q}=>") for q in queries)]
         if strangers:
             duplicated += len(strangers)
             problems.append(f"session {sid}: answers to no question asked: {strangers[:2]}")
+        if "" in answers:
+            problems.append(f"session {sid}: {answers.count('')} empty answer(s)")
     stream_errors = [f"{t['query']}: {t['error']}" for t in out["turns"] if t["error"]]
     return {"turns": len(out["turns"]), "lost": lost, "duplicated": duplicated, "stream_errors": len(stream_errors),
-            "problems": (problems + stream_errors)[:10]}
+            "problems": (problems + stream_errors)[:30]}
 
 
 # --- the driver -------------------------------------------------------------------------------------------
