@@ -6,8 +6,10 @@ Both back ends take the same statements, written with `?` placeholders, and answ
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from typing import Iterable
+from typing import AsyncIterator, Iterable
 
 ORDERABLE = {"create_time", "update_time", "title", "name"}
 
@@ -73,6 +75,27 @@ class SqliteTables:
                 cursor.close()
 
 
+@contextlib.asynccontextmanager
+async def schema_lock(conn, key: int) -> AsyncIterator[None]:
+    """Hold PostgreSQL advisory lock `key` on `conn` (an autocommit connection) for the block.
+
+    Waits by trying again every 50 ms rather than with `pg_advisory_lock`: a process blocked in that call sits
+    in a transaction, and the holder's schema set-up (LangGraph's saver creates its indexes CONCURRENTLY, which
+    waits for every open transaction to end) then waits for it in turn: processes starting at once on a new
+    database waited for each other for good."""
+    while not await _first_value(conn, f"SELECT pg_try_advisory_lock({key})"):
+        await asyncio.sleep(0.05)
+    try:
+        yield
+    finally:
+        await conn.execute(f"SELECT pg_advisory_unlock({key})")
+
+
+async def _first_value(conn, sql: str):
+    row = await (await conn.execute(sql)).fetchone()           # a dict or a tuple, by the connection's rows
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
 async def _autocommit(conn) -> None:
     await conn.set_autocommit(True)
 
@@ -110,17 +133,13 @@ class PostgresTables:
 
     async def setup(self, statements: Iterable[str], saver=None, columns: Iterable[tuple[str, str, str]] = ()) -> None:
         # several servers may start at once: one sets the schema up while the others wait
-        async with self.pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(740215)")
-            try:
-                if saver is not None:
-                    await saver.setup()
-                for sql in statements:
-                    await conn.execute(sql)
-                for table, column, definition in columns:
-                    await conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(740215)")
+        async with self.pool.connection() as conn, schema_lock(conn, 740215):
+            if saver is not None:
+                await saver.setup()
+            for sql in statements:
+                await conn.execute(sql)
+            for table, column, definition in columns:
+                await conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
 
     async def execute(self, sql: str, params: tuple = ()) -> int:
         async with self.pool.connection() as conn:

@@ -72,3 +72,62 @@ def checkpointer_url(request, tmp_path) -> str | None:
 def durable_url(request, tmp_path) -> str:
     """Every checkpointer that outlives a process: a SQLite file and PostgreSQL."""
     return _url(request.param, tmp_path)
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of a test's own, in a temporary folder on a free port: a test that restarts its
+    database restarts this one, never the machine's, which other tests (and test processes) are using.
+
+    Made with the machine's `initdb` (run as the `postgres` user when the tests run as root, which PostgreSQL
+    refuses to run as); skips (fails under CI=true) where PostgreSQL's server programs are not installed."""
+
+    def __init__(self) -> None:
+        import glob
+        import shutil
+        import socket
+        import tempfile
+        found = shutil.which("initdb") or next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1:]), None)
+        if found is None:
+            message = "PostgreSQL's server programs (initdb, pg_ctl) are not installed: no private server to restart"
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+        self.bin = os.path.dirname(os.path.realpath(found))
+        # (not under pytest's tmp_path: its folders are the test user's alone, and the server may run as postgres)
+        self.folder = tempfile.mkdtemp(prefix="c2g-postgres-")
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(self.folder, "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        self.start()
+
+    @property
+    def data(self) -> str:
+        return os.path.join(self.folder, "data")
+
+    def _run(self, program: str, *args: str) -> None:
+        import subprocess
+        subprocess.run([*self.as_user, os.path.join(self.bin, program), *args], check=True, capture_output=True,
+                       timeout=120)
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", self.data, "-l", os.path.join(self.folder, "log"), "-w", "start", "-o",
+                  f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def remove(self) -> None:
+        import shutil
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)

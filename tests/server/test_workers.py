@@ -14,7 +14,7 @@ import uuid
 import psycopg
 import pytest
 
-from tests.runtime.checkpointers import postgres_url
+from tests.runtime.checkpointers import PrivatePostgres, postgres_url
 from tests.server.helpers import (
     SLOW_SCRIPT, TWO_STEP_DSL, Api, Server, Worker, cpn, first_message, make_token, new_tenant, texts, wait_for,
 )
@@ -42,8 +42,8 @@ def running_on(url: str, sid: str, workers: list[Worker]) -> Worker:
 class Cluster:
     """Two API processes with no turn slots of their own, on one PostgreSQL; the tests start the workers."""
 
-    def __init__(self, tmp_path, script: dict = SLOW_SCRIPT):
-        self.url, self.tmp, self.script = postgres_url(), tmp_path, script
+    def __init__(self, tmp_path, script: dict = SLOW_SCRIPT, url: str | None = None):
+        self.url, self.tmp, self.script = url or postgres_url(), tmp_path, script
         self.apis: list[Server] = []
         self.workers: list[Worker] = []
         for _ in range(2):
@@ -220,22 +220,17 @@ def test_forty_conversations_of_three_turns_each_answer_every_message_as_itself_
 
 
 # --- the database restarts mid-turn -----------------------------------------------------------------------------
-def restart_postgres() -> None:
-    """Restart the local PostgreSQL cluster (as `.ci/run` starts it), and wait until it answers again."""
-    import os
-    import shutil
-    import subprocess
-    if not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
-        pytest.skip("no local PostgreSQL cluster to restart (pg_ctlcluster)")
-    version = sorted(os.listdir("/etc/postgresql"))[0]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True,
-                   capture_output=True, timeout=120)
-    wait_for(lambda: subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"]).returncode == 0, timeout=60,
-             what="PostgreSQL to answer again")
+@pytest.fixture
+def private_postgres():
+    """A PostgreSQL server of the test's own: the test restarts it, and others use the machine's meanwhile."""
+    database = PrivatePostgres()
+    yield database
+    database.remove()
 
 
-def test_postgresql_restarting_mid_turn_costs_the_turn_a_pause_and_the_session_stays_usable(tmp_path):
-    cluster = Cluster(tmp_path, {**SLOW_SCRIPT, "chunk_interval_ms": 600})
+def test_postgresql_restarting_mid_turn_costs_the_turn_a_pause_and_the_session_stays_usable(tmp_path, private_postgres):
+    database = private_postgres
+    cluster = Cluster(tmp_path, {**SLOW_SCRIPT, "chunk_interval_ms": 600}, database.url)
     try:
         cluster.worker()
         a, b = cluster.a, cluster.b
@@ -243,7 +238,7 @@ def test_postgresql_restarting_mid_turn_costs_the_turn_a_pause_and_the_session_s
         sid = a.session(agent_id)["id"]
         stream = a.iter_events(CHAT, {"agent_id": agent_id, "session_id": sid, "query": "go", "stream": True})
         first_message(stream)
-        restart_postgres()
+        database.restart()
         rest = list(stream)
         assert rest[-1]["event"] == "workflow_finished"       # resumed from its checkpoint once the database was back
         assert texts(rest).endswith("Answer 2 from LLM:B.")

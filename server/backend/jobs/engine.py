@@ -32,6 +32,7 @@ from procrastinate.worker import Worker
 
 from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.jobs.turn_runs import HandedBack
+from canvas2graph.server.backend.store_sql import schema_lock
 
 log = logging.getLogger("canvas2graph.jobs")
 
@@ -108,14 +109,11 @@ class JobEngine:
         """procrastinate's tables, functions and types, applied once (several processes may start at once).
         On a connection of its own: the schema is many statements, which the pool's prepared statements refuse."""
         import psycopg
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(f"SELECT pg_advisory_lock({SCHEMA_LOCK})")
-            try:
-                present = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
-                if present[0] is None:
-                    await conn.execute(self.app.schema_manager.get_schema())
-            finally:
-                await conn.execute(f"SELECT pg_advisory_unlock({SCHEMA_LOCK})")
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn, \
+                schema_lock(conn, SCHEMA_LOCK):
+            present = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+            if present[0] is None:
+                await conn.execute(self.app.schema_manager.get_schema())
 
     # --- jobs -----------------------------------------------------------------------------------
     async def defer_turn(self, turn_id: str, session_id: str) -> int:

@@ -24,8 +24,12 @@ class Publisher:
     def __init__(self, log: EventLog, turn_id: str, seq: int = 0):
         self.log, self.turn_id, self.seq = log, turn_id, seq
         self.buffer: list[dict] = []
+        # the batch being written: kept apart until it is in, so a retry writes the very same batch at the same
+        # position (a write that landed but whose answer was lost is then a no-op, never a gap)
+        self.pending: list[dict] | None = None
         self.ready = asyncio.Event()
         self.error: BaseException | None = None
+        self.closing = False
         self._task = asyncio.create_task(self._flush_forever(), name=f"publish-{turn_id}")
 
     def put(self, event: dict) -> None:
@@ -33,35 +37,47 @@ class Publisher:
         self.ready.set()
 
     async def _flush_forever(self) -> None:
-        while True:
+        while not self.closing:
             await self.ready.wait()
-            if self.log.linger:         # a log whose writes do not wait (SQLite's run in place) batches by time
+            if self.log.linger and not self.closing:    # a log whose writes do not wait (SQLite's) batches by time
                 await asyncio.sleep(self.log.linger)
             await self._flush()
 
     async def _flush(self) -> None:
         self.ready.clear()
-        batch, self.buffer = self.buffer, []
-        if not batch:
+        if self.pending is None:
+            self.pending, self.buffer = self.buffer, []
+        if not self.pending:
+            self.pending = None
             return
         try:
-            self.seq = await self.log.append(self.turn_id, self.seq, batch)
-        except Exception as e:      # noqa: BLE001 - the database is away: keep them for the next try
-            self.buffer = batch + self.buffer
+            self.seq = await self.log.append(self.turn_id, self.seq, self.pending)
+            self.pending = None
+        except Exception as e:      # noqa: BLE001 - the database is away: the same batch goes again
             self.error = e
             await asyncio.sleep(0.5)
             self.ready.set()
 
     async def close(self, timeout: float = 60.0) -> None:
-        """Write what is left (retrying while the database is away, up to `timeout` seconds)."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self.buffer and asyncio.get_running_loop().time() < deadline:
+        """Write what is left (retrying while the database is away, up to `timeout` seconds).
+
+        The batch being written when it is called is let finish: cancelling it mid-write would lose it (and
+        with it, as like as not, the turn's last events)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.closing = True
+        self.ready.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        while (self.buffer or self.pending) and loop.time() < deadline:
             await self._flush()
-        if self.buffer:
-            raise RuntimeError(f"turn {self.turn_id}: {len(self.buffer)} events could not be logged ({self.error})")
+        if self.buffer or self.pending:
+            left = len(self.buffer) + len(self.pending or ())
+            raise RuntimeError(f"turn {self.turn_id}: {left} events could not be logged ({self.error})")
 
 
 @dataclass

@@ -328,3 +328,25 @@ async def test_a2a_tasks_go_with_their_session_and_with_their_agent(durable_url)
         assert await store.a2a_task_by_id(ran.id) is None and await store.a2a_task_by_id(other.id) is not None
         assert await store.delete_agent(who, agent.id) is True
         assert await store.a2a_task_by_id(other.id) is None
+
+
+async def test_processes_starting_at_once_on_a_new_postgresql_database_set_it_up_once_without_waiting_for_each_other():
+    import asyncio
+
+    import psycopg
+
+    from tests.runtime.checkpointers import postgres_url
+    base = postgres_url()
+    name = f"c2g_fresh_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = base.rsplit("/", 1)[0] + "/" + name
+
+    async def start() -> int:
+        async with open_store(url) as store:
+            return (await store.list_agents("nobody"))[1]
+    try:       # (each store has its own pool: these are three processes as far as PostgreSQL knows)
+        assert await asyncio.wait_for(asyncio.gather(start(), start(), start()), 60) == [0, 0, 0]
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

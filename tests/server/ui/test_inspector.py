@@ -319,6 +319,7 @@ def test_cancel_stops_a_long_turn(browsing, ui_server, alice_token):
     expect(component(b, "Message:S")).to_have_attribute("data-state", "cancelled")
     expect(component(b, "LLM:After")).not_to_have_attribute("data-state", "done")      # never ran
     expect(b.page.locator(".message.assistant")).to_have_count(1)      # LLM:After never answered
+    expect(b.page.locator(".message.notice-error")).to_have_count(0)   # a cancelled component is no error
     expect(b.page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     b.shot("cancelled")
 

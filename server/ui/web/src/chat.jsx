@@ -5,6 +5,7 @@ import { useEffect, useRef } from 'react';
 import { download } from './api.js';
 import { InputsForm } from './forms.jsx';
 import { Markdown, splitThinking } from './markdown.jsx';
+import { CANCELLED } from './runstate.js';
 import { plainError, seconds, usageText } from './util.js';
 
 let serial = 0;
@@ -87,7 +88,8 @@ function applyEvent(items, event) {
       return withLast(items, i, { reference: data.reference, downloads: data.downloads, streaming: false, ended: true });
     }
     case 'node_finished':
-      if (data.error) return chatReducer(items, { type: 'notice', level: 'error', text: `${data.component_name || data.component_id}: ${plainError(data.error)}` });
+      // a component a cancel stopped is no error: the turn's end says it was cancelled
+      if (data.error && data.error !== CANCELLED) return chatReducer(items, { type: 'notice', level: 'error', text: `${data.component_name || data.component_id}: ${plainError(data.error)}` });
       return items;
     case 'user_inputs': return endStreaming(items);
     case 'workflow_finished': {

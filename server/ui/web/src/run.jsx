@@ -172,7 +172,13 @@ function RunView({ agent, session }) {
 
   async function cancel() {
     if (!sessionRef.current) return;
-    try { await api('POST', `/tasks/${enc(sessionRef.current)}/cancel`); setStatus('Cancelling…'); } catch (e) { notify(e.message, 'error'); }
+    // said before the request: a cancel ends the turn at once, and its stream may end before the answer
+    // comes back, whose status ('Cancelled.') must not be overwritten
+    setStatus('Cancelling…');
+    try { await api('POST', `/tasks/${enc(sessionRef.current)}/cancel`); } catch (e) {
+      setStatus(s => (s === 'Cancelling…' ? 'Running…' : s));
+      notify(e.message, 'error');
+    }
   }
 
   function submit(event) {

@@ -21,7 +21,7 @@ function asking(states, dsl) {
 }
 
 /** A component's failure: a cancel that stopped it mid-run (RAGFlow's "Task has been canceled") is no error. */
-const CANCELLED = 'Task has been canceled';
+export const CANCELLED = 'Task has been canceled';
 const failure = error => (String(error) === CANCELLED ? ['cancelled', ''] : ['error', String(error)]);
 
 /** The states after one event. */

@@ -3,9 +3,7 @@ import { useReducer, useRef, useState } from 'react';
 import { flushSync } from 'react-dom';
 import { stream } from './api.js';
 import { chatReducer, turnMeta } from './chat.jsx';
-import { applyRunEvent, finishTurn } from './runstate.js';
-
-const CANCELLED = 'Task has been canceled';
+import { applyRunEvent, CANCELLED, finishTurn } from './runstate.js';
 
 /**
  * The conversation items, the components' states and a `play(path, body, hooks)` that streams a turn into
