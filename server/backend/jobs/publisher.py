@@ -82,9 +82,18 @@ class Publisher:
 
 @dataclass
 class AnswerFold:
-    """What a turn's events add up to, per message id (a turn finishing an interrupted one first has two)."""
+    """What a turn's events add up to, per message id (a turn finishing an interrupted one first has two).
+
+    At a takeover (`attempt` record) the text a message had streamed since its last logged `node_finished` is
+    put aside, with the component that was streaming it. Whether the new worker streams it again depends on the
+    checkpoint, not on the log: when that component starts again, its step is re-run and the text put aside is
+    dropped (it comes again); when another component streams into the message or the turn ends first, the step
+    had finished before the kill (its checkpoint landed, its `node_finished` did not reach the log) and the text
+    is kept, in its place."""
     answers: dict[str, str] = field(default_factory=dict)        # message id -> text streamed and kept
     tails: dict[str, str] = field(default_factory=dict)          # ... streamed since its last finished component
+    streaming: dict[str, str] = field(default_factory=dict)      # message id -> the component last started in it
+    aside: dict[str, tuple[str, str]] = field(default_factory=dict)  # ... (component, text) put aside at a takeover
     reference: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
     started: bool = False
@@ -93,10 +102,20 @@ class AnswerFold:
         kind, data = event.get("event"), event.get("data") or {}
         if kind == TURN_EVENT:
             if event.get("kind") == "attempt":
-                self.tails.clear()          # what a dead worker's step had streamed is streamed again
+                for message_id, text in self.tails.items():
+                    if text:
+                        self.aside[message_id] = (self.streaming.get(message_id, ""), text)
+                self.tails.clear()
+                self.streaming.clear()
             return
         self.started = True
         message_id = event.get("message_id") or ""
+        if kind == "node_started":
+            self.streaming[message_id] = data.get("component_id") or ""
+            if message_id in self.aside and self.aside[message_id][0] == self.streaming[message_id]:
+                del self.aside[message_id]                      # its step runs again: its text comes again
+        elif kind in ("message", "workflow_finished") and message_id in self.aside:
+            self.answers[message_id] = self.answers.get(message_id, "") + self.aside.pop(message_id)[1]
         if kind == "message":
             self.tails[message_id] = self.tails.get(message_id, "") + message_text(data)
         elif kind == "node_finished":
@@ -112,7 +131,8 @@ class AnswerFold:
         self.answers[message_id] = self.answers.get(message_id, "") + self.tails.pop(message_id, "")
 
     def answer(self, message_id: str) -> str:
-        return self.answers.get(message_id, "") + self.tails.get(message_id, "")
+        aside = self.aside.get(message_id, ("", ""))[1]           # nothing came after the takeover: it stands
+        return self.answers.get(message_id, "") + aside + self.tails.get(message_id, "")
 
     def message_ids(self) -> list[str]:
-        return list(dict.fromkeys([*self.answers, *self.tails]))
+        return list(dict.fromkeys([*self.answers, *self.aside, *self.tails]))

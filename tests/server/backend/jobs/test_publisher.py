@@ -63,3 +63,50 @@ async def test_a_database_away_longer_than_the_close_timeout_is_an_error_that_co
     publisher.put({"n": 0})
     with pytest.raises(RuntimeError, match="1 events could not be logged"):
         await publisher.close(timeout=1.0)
+
+
+# --- what a turn's events add up to ------------------------------------------------------------------------
+from canvas2graph.server.backend.jobs.publisher import AnswerFold     # noqa: E402
+from canvas2graph.server.backend.jobs.wire import turn_event           # noqa: E402
+
+
+def started(component: str) -> dict:
+    return {"event": "node_started", "message_id": "m", "data": {"component_id": component}}
+
+
+def finished(component: str) -> dict:
+    return {"event": "node_finished", "message_id": "m", "data": {"component_id": component}}
+
+
+def said(text: str) -> dict:
+    return {"event": "message", "message_id": "m", "data": {"content": text}}
+
+
+END = {"event": "workflow_finished", "message_id": "m", "data": {}}
+
+
+def folded(*events: dict) -> str:
+    fold = AnswerFold()
+    for event in events:
+        fold.add(event)
+    return fold.answer("m")
+
+
+def test_a_step_run_again_after_a_takeover_is_kept_once():
+    assert folded(started("Message:M"), said("Hello "), said("wor"), turn_event("attempt", attempt=2),
+                  started("Message:M"), said("Hello "), said("world"), finished("Message:M"), END) == "Hello world"
+
+
+def test_a_step_that_finished_before_the_kill_but_whose_end_was_not_logged_keeps_its_text():
+    # the worker died after the step's checkpoint and before its node_finished reached the log: the new
+    # worker goes on from the next component, which streams on
+    assert folded(started("Message:A"), said("First. "), turn_event("attempt", attempt=2),
+                  started("Message:B"), said("Second."), finished("Message:B"), END) == "First. Second."
+    # ... or the turn had nothing left to run
+    assert folded(started("Message:A"), said("Only."), turn_event("attempt", attempt=2), END) == "Only."
+
+
+def test_an_upstream_step_run_again_first_does_not_decide_for_the_streaming_one():
+    assert folded(started("LLM:A"), finished("LLM:A"), started("Message:M"), said("par"),
+                  turn_event("attempt", attempt=2), started("LLM:A"), finished("LLM:A"),
+                  started("Message:M"), said("partial answer"), finished("Message:M"), END) == "partial answer"
