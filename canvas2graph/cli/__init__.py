@@ -123,10 +123,25 @@ def dispatch(args) -> int:
         if _is_user_error(e):
             print(f"canvas2graph: {e}", file=sys.stderr)
             return 2
+        if _is_database_away(e):
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"canvas2graph: the database did not answer ({first}); is it running, and has it room for "
+                  "more connections (max_connections)?", file=sys.stderr)
+            return 1
         print(f"canvas2graph: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         if os.environ.get("CANVAS2GRAPH_DEBUG"):
             raise
         return 3
+
+
+def _is_database_away(e: Exception) -> bool:
+    """PostgreSQL refused or dropped the connection, or the pool got none in time: no bug of ours."""
+    try:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+    except ImportError:         # pragma: no cover - psycopg is a dependency
+        return False
+    return isinstance(e, (psycopg.OperationalError, PoolTimeout))
 
 
 def _is_user_error(e: Exception) -> bool:

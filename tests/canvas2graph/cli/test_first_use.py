@@ -62,3 +62,19 @@ def test_a_connection_error_names_the_host_it_tried(tmp_path):
                str(tmp_path / "s.db"), OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1")
     assert done.returncode == 1
     assert f"Connection error. (tried http://127.0.0.1:{port})" in done.stdout
+
+
+def _refused(args) -> int:
+    import psycopg
+    raise psycopg.OperationalError('connection to server at "127.0.0.1", port 5432 failed: FATAL:  sorry, too '
+                                   "many clients already")
+
+
+def test_a_database_that_refuses_connections_is_named_as_such_not_as_an_internal_error(capsys):
+    import argparse
+
+    from canvas2graph.cli import dispatch
+    assert dispatch(argparse.Namespace(func=f"{__name__}:_refused", file=None)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("canvas2graph: the database did not answer (connection to server") and "too many clients" in err
+    assert "internal error" not in err and "max_connections" in err
