@@ -1,4 +1,4 @@
-"""A 1,000-turn conversation killed with SIGKILL in the middle of a turn resumes in another process, on SQLite
+"""A 400-turn conversation killed with SIGKILL in the middle of a turn resumes in another process, on SQLite
 and PostgreSQL: its history and globals are rebuilt from LangGraph's `DeltaChannel` snapshots and the writes
 after them (runtime/graph/state.py), across several snapshots (one every `SNAPSHOT_EVERY` updates).
 
@@ -21,10 +21,10 @@ from tests.runtime.checkpointers import new_session
 from tests.runtime.run.test_durable_sessions import (CHAIN_DSL, REPO, ModelServer, cli_args, events_of, names, run_cli,
                                                  session_state)
 
-TURNS = 1000
+TURNS = 400
 
 
-async def test_a_thousand_turn_conversation_killed_mid_turn_resumes(tmp_path, durable_url):
+async def test_a_400_turn_conversation_killed_mid_turn_resumes(tmp_path, durable_url):
     assert 2 * TURNS > 4 * SNAPSHOT_EVERY          # the state is rebuilt across several snapshots
     session = new_session()
     async with open_checkpointer(durable_url) as saver:
