@@ -147,9 +147,9 @@ class EventLog:
                      settled: Callable[[], Awaitable[dict | None]] | None = None) -> AsyncIterator[list[dict]]:
         """The turn's events from position `start`, batch by batch, until its `end` record (included).
 
-        `settled()`, asked when nothing came for a while (`POLL_SECONDS`, then longer), gives the turn's end from its row once it has
-        ended: a turn whose end record is not in the log (its events were dropped, or its process died while
-        logging it) then ends its readers with that instead of leaving them waiting."""
+        `settled()`, asked when nothing came for a while (`POLL_SECONDS`, then longer), gives the turn's end
+        from its row once it has ended: a turn whose end record is not in the log (its events were dropped, or
+        its process died while logging it) then ends its readers with that instead of leaving them waiting."""
         await self._listen_for_readers()
         waiter = _Waiter()      # listening before the first read: nothing appended meanwhile is missed
         self.waiters.setdefault(turn_id, set()).add(waiter)
