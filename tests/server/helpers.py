@@ -2,7 +2,8 @@
 
 Servers run as separate processes (so tests can stop, kill and restart them, and run two on one
 database) with a scripted model (`--llm-script`, a fresh copy per turn). Tokens are made with the
-real `canvas2graph tokens create` command.
+real `canvas2graph tokens create` command. Both are forked from a warm Python (tests/forkserver.py), which
+spares each the seconds of imports a new interpreter costs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+
+from tests import forkserver
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "canvas2graph.cli"]
@@ -102,7 +105,7 @@ def free_port() -> int:
 
 
 class Server:
-    """`canvas2graph serve` in its own process."""
+    """`canvas2graph serve` in its own process (`proc`: Popen-like, tests/forkserver.py)."""
 
     def __init__(self, db: str, tmp: Path, script: dict | None = None, *extra: str, env: dict | None = None):
         self.db, self.tmp = db, tmp
@@ -125,9 +128,9 @@ class Server:
         env = {**(os.environ if self.env is None else self.env), "PYTHONPATH": str(REPO)}
         env.pop("CANVAS2GRAPH_LLM_SCRIPT", None)
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                CLI + ["serve", "--port", str(self.port), "--db", self.db, "--llm-script", str(self.script_path),
-                       "--queue", self.queue, "--log-level", "warning", *self.extra],
+            self.proc = forkserver.shared().spawn(
+                CLI[1:] + ["serve", "--port", str(self.port), "--db", self.db, "--llm-script", str(self.script_path),
+                           "--queue", self.queue, "--log-level", "warning", *self.extra],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -173,9 +176,9 @@ class Worker(Server):
         env = {**(os.environ if self.env is None else self.env), "PYTHONPATH": str(REPO)}
         env.pop("CANVAS2GRAPH_LLM_SCRIPT", None)
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                CLI + ["worker", "--db", self.db, "--llm-script", str(self.script_path), "--health-port", str(self.port),
-                       "--queue", self.queue, "--log-level", "warning", *self.extra],
+            self.proc = forkserver.shared().spawn(
+                CLI[1:] + ["worker", "--db", self.db, "--llm-script", str(self.script_path), "--health-port",
+                           str(self.port), "--queue", self.queue, "--log-level", "warning", *self.extra],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -192,7 +195,8 @@ class Worker(Server):
 
 
 def make_token(db: str, tenant: str) -> str:
-    out = subprocess.run(CLI + ["tokens", "create", "--tenant", tenant, "--db", db], cwd=REPO,
+    out = subprocess.run([*forkserver.shared().command.split(), *CLI[1:], "tokens", "create", "--tenant", tenant,
+                          "--db", db], cwd=REPO,
                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return out.stdout.strip()
 

@@ -130,10 +130,9 @@ def test_serve_with_a_session_ttl_deletes_idle_sessions(tmp_path):
     assert "sessions idle for 1 s or more are deleted (--session-ttl)" in server.log.read_text()
 
 
-def test_serve_refuses_a_session_ttl_that_is_no_duration(tmp_path):
+def test_serve_refuses_a_session_ttl_that_is_no_duration(tmp_path, warm_python):
     import subprocess
-    import sys
-    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
+    done = subprocess.run([*warm_python.split(), "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
                            "--session-ttl", "forever"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--session-ttl: 'forever' is not a duration" in done.stderr

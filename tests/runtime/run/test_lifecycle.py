@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,12 +21,13 @@ from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.store import open_store
 from tests.runtime.checkpointers import new_session
 from tests.runtime.run.test_durable_sessions import CHAT_DSL, run_turn
+from tests import forkserver
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def sessions_cli(db: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", "sessions", *args, "--db", db], cwd=REPO,
+    return subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "sessions", *args, "--db", db], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
 
 

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from langgraph.types import Command
@@ -24,6 +23,7 @@ from canvas2graph.runtime.run.runner import Runner, TurnRequest
 from canvas2graph.runtime.run.steps import ForkError, atrace, atrace_message, fork_plan
 from tests.conftest import cpn
 from tests.runtime.checkpointers import new_session
+from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RETRIEVAL_TOOL = {"component_name": "Retrieval", "name": "KB search", "params": {"dataset_ids": ["kb-1"]}}
@@ -313,7 +313,7 @@ async def test_the_async_facade_is_the_same_trace():
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 
 import pytest
 
 from canvas2graph.runtime.services.files import FileStoreError, LocalFileStore, load_files, owner_folder, store_for
 from tests.conftest import REPO
+from tests import forkserver
 
 
 def test_put_returns_ragflows_entry_and_get_reads_the_bytes_back(tmp_path):
@@ -73,7 +73,7 @@ def test_run_file_uploads_into_sys_files_and_begin_fields(tmp_path):
                       "downstream": []}}}
     (tmp_path / "dsl.json").write_text(json.dumps(dsl))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CANVAS2GRAPH_FILES_DIR": str(tmp_path / "store")}
-    proc = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"), "--format", "jsonl",
+    proc = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"), "--format", "jsonl",
                            "--db", str(tmp_path / "s.db"), "--file", str(csv), "--file", f"sheet={csv}"],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -83,7 +83,7 @@ def test_run_file_uploads_into_sys_files_and_begin_fields(tmp_path):
     assert finished["outputs"]["summary"] == ("**sales.csv**: 2 rows, 2 columns (region, total)\n"
                                               "**sales.csv**: 2 rows, 2 columns (region, total)")
     assert len(list((tmp_path / "store" / "local").glob("*.json"))) == 2
-    bad = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"),
+    bad = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"),
                           "--db", str(tmp_path / "s.db"), "--file", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert bad.returncode == 2 and "cannot read" in bad.stderr and "missing.csv" in bad.stderr

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import forkserver
 
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.services.mcp import MCPConfigError, MCPConnection, MCPServerConfig, MCPServers, MCPSessions, result_text
@@ -281,7 +282,7 @@ def test_canvas2graph_run_takes_the_mcp_config_file(tmp_path, server):
     (tmp_path / "mcp.json").write_text(json.dumps({"servers": {"local": server.config()}}))
     (tmp_path / "script.json").write_text(json.dumps({"replies": [
         {"tool_calls": [{"name": "add_1", "arguments": {"a": 20, "b": 22}}]}, "Forty-two."]}))
-    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"), "--query", "20+22?",
+    done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"), "--query", "20+22?",
                            "--db", str(tmp_path / "s.db"), "--llm-script", str(tmp_path / "script.json"),
                            "--mcp-config", str(tmp_path / "mcp.json"), "--format", "jsonl"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -294,7 +295,7 @@ def test_canvas2graph_run_takes_the_mcp_config_file(tmp_path, server):
 def test_canvas2graph_run_rejects_a_bad_mcp_config(tmp_path):
     (tmp_path / "dsl.json").write_text(json.dumps(agent_dsl()))
     (tmp_path / "mcp.json").write_text('{"servers": {"local": {"url": "nowhere"}}}')
-    done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"),
+    done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "run", str(tmp_path / "dsl.json"),
                            "--db", str(tmp_path / "s.db"), "--mcp-config", str(tmp_path / "mcp.json")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2

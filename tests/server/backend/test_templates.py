@@ -11,13 +11,12 @@ import zipfile
 
 from canvas2graph.server.backend.store import open_store
 from canvas2graph.server.backend.templates import find_template, templates
+from tests import forkserver
 from tests.conftest import REPO, shared_dir
 
-CLI = [sys.executable, "-m", "canvas2graph.cli"]
-
-
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + list(args), cwd=REPO, capture_output=True, text=True)
+    return subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True,
+                          text=True)
 
 
 def test_the_demos_come_first_then_ragflows_templates():

@@ -234,13 +234,12 @@ def test_serve_forgets_mcp_sessions_idle_for_their_ttl(tmp_path):
         api.close()
 
 
-def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path):
+def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path, warm_python):
     import subprocess
-    import sys
     for value, said in (("forever", "--mcp-session-ttl: 'forever' is not a duration"),
                         ("0s", "--mcp-session-ttl must be more than 0")):
-        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
-                               "--mcp-session-ttl", value], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([*warm_python.split(), "-m", "canvas2graph.cli", "serve", "--db",
+                               str(tmp_path / "s.db"), "--mcp-session-ttl", value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr, done.stderr
 
 

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from canvas2graph.runtime.services.retrieval import RetrievalRequest
 from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from canvas2graph.runtime.services.retrieval.indexing import doc_id_for
 from tests.conftest import REPO
+from tests import forkserver
 
 HERE = Path(__file__).parent
 SHIPPED = sorted((HERE / "ragflow_pipelines").glob("*.json"))
@@ -30,7 +30,7 @@ PIPELINE = REPO / "fixtures" / "kb" / "pipeline.json"
 def cli(*args: str, env_config: Path | None = None) -> subprocess.CompletedProcess:
     """The command line; `env_config` is a retrieval config file ($CANVAS2GRAPH_RETRIEVAL_CONFIG)."""
     env = {**os.environ, **({"CANVAS2GRAPH_RETRIEVAL_CONFIG": str(env_config)} if env_config else {})}
-    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env=env)
 
 

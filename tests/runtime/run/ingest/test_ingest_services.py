@@ -6,13 +6,13 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 
 from canvas2graph.runtime.services.retrieval import RetrievalRequest
 from canvas2graph.runtime.services.retrieval.embedded import EmbeddedBackend
 from tests.conftest import REPO
 from tests.nodes.pipeline.test_parse_services import FakeService, mineru_zip, multipart, two_page_pdf
 from tests.runtime.services.retrieval.conftest import es_url  # noqa: F401  (the noida-db fixture)
+from tests import forkserver
 
 BLOCKS = [
     {"type": "text", "text": "The blender has three speeds and a pulse button.", "bbox": [100, 50, 900, 100], "page_idx": 0},
@@ -33,7 +33,7 @@ def test_a_pdf_parsed_by_mineru_is_stored_with_ragflows_position_fields(tmp_path
     (tmp_path / "docs" / "manual.pdf").write_bytes(two_page_pdf())
     env = {**os.environ, "MINERU_APISERVER": server.url}
     try:
-        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
+        done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
                                str(tmp_path / "docs"), "--kb", "manuals", "--db", str(tmp_path / "s.db")],
                               cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     finally:
@@ -79,7 +79,7 @@ def test_elasticsearch_keeps_the_position_fields_in_ragflows_layout(es_url, tmp_
     (tmp_path / "pipeline.json").write_text(json.dumps(pipeline))
     (tmp_path / "manual.pdf").write_bytes(two_page_pdf())
     try:
-        done = subprocess.run([sys.executable, "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
+        done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "ingest", str(tmp_path / "pipeline.json"),
                                str(tmp_path / "manual.pdf"), "--kb", "manuals", "--db", str(tmp_path / "s.db"),
                                "--retrieval", es_url.replace("http://", "elasticsearch://"), "--tenant", "pos-tenant"],
                               cwd=REPO, capture_output=True, text=True, timeout=300,

@@ -20,12 +20,13 @@ from canvas2graph.runtime.services.retrieval.indexing import index_files
 from tests.conftest import REPO, cpn, dsl
 from tests.runtime.services.retrieval.conftest import ragflow_mapping, vec
 from tests.runtime.services.retrieval.test_elasticsearch import EMBD, chunk
+from tests import forkserver
 
 KB_DOCS = REPO / "fixtures" / "kb" / "docs"
 
 
 def cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "canvas2graph.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
 
 
