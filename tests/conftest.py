@@ -96,11 +96,3 @@ def dsl(**components: dict) -> dict:
 # Checkpointer fixtures (`checkpointer_url`, `durable_url`): one test suite against every checkpointer.
 from tests.runtime.checkpointers import checkpointer_url, durable_url  # noqa: E402,F401
 
-
-@pytest.fixture(scope="session")
-def warm_python() -> str:
-    """A command that runs `python ARGS...` as a child of a warm process (tests/forkserver.py): for the many
-    short CLI runs a test drives by command line (the parity checker's turns), without a new interpreter's
-    imports each."""
-    from tests.forkserver import shared
-    return shared().command

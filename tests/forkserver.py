@@ -11,10 +11,10 @@ Two ways in:
 - `shared().spawn(argv, env=..., cwd=..., stdout=...)`: a child as a `subprocess.Popen`-like handle (`pid`,
   `poll`, `wait`, `send_signal`, `terminate`, `kill`, `returncode`); it can be signalled and SIGKILLed like any
   process (tests/server/helpers.py's servers and workers);
-- `[*python(), "-m", MODULE, ...]` where a test would write `[sys.executable, "-m", MODULE, ...]`, or
-  `shared().command` in a command line a program runs (the parity checker's): for a short run the test does
-  not signal. Its client hands its stdin, stdout, stderr, environment and working
-  directory to the child, passes SIGTERM and SIGINT on, and exits with the child's status.
+- `[*python(), "-m", MODULE, ...]` where a test would write `[sys.executable, "-m", MODULE, ...]` (joined, in a
+  command line a program runs: the parity checker's), for a short run the test does not signal. Its client
+  hands its stdin, stdout, stderr, environment and working directory to the child, passes SIGTERM and SIGINT
+  on, and exits with the child's status.
 """
 from __future__ import annotations
 

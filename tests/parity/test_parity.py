@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import shared_dir
 
 HERE = Path(__file__).resolve().parent
@@ -35,8 +36,8 @@ def _cases(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
-def _check(cases_dir: Path, case: str, level: str, python: str) -> None:
-    cli = f"{python} -m canvas2graph.cli"
+def _check(cases_dir: Path, case: str, level: str) -> None:
+    cli = " ".join([*forkserver.python(), "-m", "canvas2graph.cli"])
     # recorded offline, where tools have no keys: a key in the caller's environment (TAVILY_API_KEY, say)
     # would make a tool that failed in RAGFlow's recording try the network instead
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET_KEY", "_COOKIE"))}
@@ -94,7 +95,7 @@ def with_deviations(case_dir: Path, into: Path) -> Path:
 
 @pytest.mark.parity
 @pytest.mark.parametrize("case", _cases(PROJECT_CASES))
-def test_projects_recorded_trace_holds(case: str, tmp_path: Path, warm_python: str) -> None:
+def test_projects_recorded_trace_holds(case: str, tmp_path: Path) -> None:
     spec = json.loads((PROJECT_CASES / case / "case.json").read_text(encoding="utf-8"))
     level = spec.get("level", "order")
     if level != "order":
@@ -102,4 +103,4 @@ def test_projects_recorded_trace_holds(case: str, tmp_path: Path, warm_python: s
     cases_dir = PROJECT_CASES
     if (PROJECT_CASES / case / "deviations.json").exists():
         cases_dir = with_deviations(PROJECT_CASES / case, tmp_path).parent
-    _check(cases_dir, case, level, warm_python)
+    _check(cases_dir, case, level)

@@ -13,6 +13,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from canvas2graph.runtime.run.checkpoint import is_postgres
 from canvas2graph.server.backend.store import open_store
+from tests import forkserver
 from tests.server.helpers import CHAT_DSL, Api, Server, make_token
 
 MANY = 10_000
@@ -130,9 +131,9 @@ def test_serve_with_a_session_ttl_deletes_idle_sessions(tmp_path):
     assert "sessions idle for 1 s or more are deleted (--session-ttl)" in server.log.read_text()
 
 
-def test_serve_refuses_a_session_ttl_that_is_no_duration(tmp_path, warm_python):
+def test_serve_refuses_a_session_ttl_that_is_no_duration(tmp_path):
     import subprocess
-    done = subprocess.run([*warm_python.split(), "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
+    done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "serve", "--db", str(tmp_path / "s.db"),
                            "--session-ttl", "forever"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--session-ttl: 'forever' is not a duration" in done.stderr

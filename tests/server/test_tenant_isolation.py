@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import need_sandbox
 from tests.events import finished
 from tests.runtime.services.test_code_exec import gone, marker
@@ -175,10 +176,10 @@ def test_the_crawlers_proxy_cannot_be_the_servers_machine(server, mallory):
     assert "is a private, loopback or otherwise non-public address" in done["error"]
 
 
-def test_a_server_without_a_sandbox_refuses_to_offer_local_code(tmp_path, warm_python):
+def test_a_server_without_a_sandbox_refuses_to_offer_local_code(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "CANVAS2GRAPH_BWRAP": "no-such-bwrap"}
     env.pop("CANVAS2GRAPH_SANDBOX_URL", None)
-    done = subprocess.run([*warm_python.split(), *CLI[1:], "serve", "--port", str(free_port()), "--db", str(tmp_path / "s.db"),
+    done = subprocess.run([*forkserver.python(), *CLI[1:], "serve", "--port", str(free_port()), "--db", str(tmp_path / "s.db"),
                                  "--allow-local-code"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "--allow-local-code runs scripts in a sandbox on this machine, and there is none" in done.stderr

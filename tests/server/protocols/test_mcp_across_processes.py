@@ -21,6 +21,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import forkserver
 from tests.runtime.checkpointers import postgres_url
 from tests.server.helpers import CHAT_DSL, FEEDBACK_DSL, FINAL, TIPS, Api, Server, chat_answer, make_token, wait_for
 from tests.server.protocols.conftest import PACED_SCRIPT, long_dsl
@@ -234,11 +235,11 @@ def test_serve_forgets_mcp_sessions_idle_for_their_ttl(tmp_path):
         api.close()
 
 
-def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path, warm_python):
+def test_serve_refuses_an_mcp_session_ttl_that_is_no_duration(tmp_path):
     import subprocess
     for value, said in (("forever", "--mcp-session-ttl: 'forever' is not a duration"),
                         ("0s", "--mcp-session-ttl must be more than 0")):
-        done = subprocess.run([*warm_python.split(), "-m", "canvas2graph.cli", "serve", "--db",
+        done = subprocess.run([*forkserver.python(), "-m", "canvas2graph.cli", "serve", "--db",
                                str(tmp_path / "s.db"), "--mcp-session-ttl", value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr, done.stderr
 
