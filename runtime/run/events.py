@@ -395,28 +395,32 @@ class TurnEvents:
     def __aiter__(self) -> AsyncIterator[dict]:
         return self._events()
 
-    async def _hold_unsettled(self) -> None:
-        """A continued turn's components whose node_finished is still due are held again."""
+    async def _continue_step(self) -> list[dict]:
+        """A continued turn: what its cut-off step had done. Components whose node_finished is still due are held
+        again. Tasks of the step that finished before it stopped are announced again by LangGraph, which keeps
+        their writes and does not run them: they get no second start. When the step was cut off by its process
+        dying (not by a pause), their results may never have been reported: they are reported now (their
+        node_finished; the turn's end, when one of them closed it); the events for them returned here come first."""
         snapshot = self.snapshot
         if snapshot is None:
             if self.graph.checkpointer is None:
-                return
+                return []
             snapshot = await self.graph.aget_state(self.config)
-        if not (snapshot.values.get(REQUEST) or {}).get("open"):
-            return
-        containers = {cid for cid, node in self.canvas.plan.nodes.items() if node.role == "container"}
-        held = unsettled(snapshot, containers)
         adapter = self.adapter
-        # a step that paused on a form may have had other tasks that finished (a sink Message beside the
-        # form): LangGraph announces them again on resume but keeps their writes; they get no second start
+        done = [] if self.fork else [task for task in snapshot.tasks if task.result is not None and not task.interrupts]
         # (a fork runs its step again from the checkpoint, whatever that step's tasks wrote on the old branch)
-        adapter.ran = set() if self.fork else {task.name for task in snapshot.tasks
-                                               if task.result is not None and not task.interrupts}
-        for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
-            if node.id in held:
-                outputs, inputs, container = held[node.id]
-                adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "outputs": dict(outputs),
-                                         "container": container}
+        adapter.ran = {task.name for task in done}
+        if (snapshot.values.get(REQUEST) or {}).get("open"):
+            containers = {cid for cid, node in self.canvas.plan.nodes.items() if node.role == "container"}
+            held = unsettled(snapshot, containers)
+            for node in self.canvas.plan.nodes.values():        # in canvas order, as they were held
+                if node.id in held:
+                    outputs, inputs, container = held[node.id]
+                    adapter.held[node.id] = {**adapter.node_finished(node, outputs, inputs), "outputs": dict(outputs),
+                                             "container": container}
+        if self.input is not None:      # a pause: the process that paused reported them
+            return []
+        return [event for task in done for event in adapter._task_result({"name": task.name, "result": task.result})]
 
     async def _events(self) -> AsyncIterator[dict]:
         from langgraph.errors import NodeTimeoutError
@@ -424,10 +428,11 @@ class TurnEvents:
         from canvas2graph.types import ComponentError, TurnCancelled
 
         adapter = self.adapter
-        if self.resumed:
-            await self._hold_unsettled()
+        finished_before = await self._continue_step() if self.resumed else []
         if not self.resumed or self.fork:
             yield adapter.workflow_started()
+        for event in finished_before:
+            yield event
         options = {"durability": self.durability} if self.durability else {}
         # every checkpoint of this run names its message (LangGraph's savers copy a run's configurable values
         # into the metadata of its checkpoints): the step trace groups steps by it (runtime/run/steps.py)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator
 
 from langgraph._internal._constants import INTERRUPT
+from langgraph.constants import END
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
@@ -31,7 +32,7 @@ from canvas2graph.text import scrub
 from canvas2graph.types import RunContext
 from canvas2graph.compiler.canvas import CompiledCanvas
 from canvas2graph.nodes.begin import missing_fields, resume_value
-from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, TurnEvents
+from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, EventAdapter, TurnEvents
 from canvas2graph.runtime.run.retention import compact
 from canvas2graph.runtime.run.steps import ForkPlan
 from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST
@@ -132,6 +133,17 @@ def _request_of(saved) -> dict:
     return request
 
 
+def _closed(saved) -> bool:
+    """Whether the newest checkpoint closed its turn, as far as it tells without the graph: the turn's request
+    is closed and this step wrote it. A step that did not write it belongs to a turn that has begun (its input,
+    or the step that read the input, is saved) and whose Begin step is not: its process died in between.
+    (A checkpoint of an older LangGraph does not list its updated channels: it is taken as closed.)"""
+    if not saved or _request_of(saved).get("open") or _paused(saved):
+        return False
+    updated = saved.checkpoint.get("updated_channels")
+    return updated is None or REQUEST in updated
+
+
 def _stopped(error: Any) -> bool:
     """A task error that only says its run was stopped: LangGraph records the CancelledError of the tasks
     of a run that was cancelled (a server or worker stopping mid-step). Such a task runs again on resume."""
@@ -204,8 +216,12 @@ class Runner:
         if snapshot is None or not snapshot.tasks or any(t.interrupts for t in snapshot.tasks) \
                 or any(t.error and not _stopped(t.error) for t in snapshot.tasks):
             return None
-        return {"message_id": (snapshot.metadata or {}).get(MESSAGE_ID),
-                "query": (snapshot.values.get(GLOBALS) or {}).get("sys.query", "")}
+        values = snapshot.values
+        if (values.get(REQUEST) or {}).get("open"):
+            query = (values.get(GLOBALS) or {}).get("sys.query", "")
+        else:                   # Begin's step is not saved: the query is still the graph's input
+            query = values.get("query", "") if snapshot.metadata.get("source") != "input" else ""
+        return {"message_id": (snapshot.metadata or {}).get(MESSAGE_ID), "query": query}
 
     async def abandon(self, session_id: str, message_id: str) -> bool:
         """Close the session's checkpointed turn `message_id` as a failed one if it is still open (a turn that is
@@ -215,10 +231,49 @@ class Runner:
             return False
         config = self._config(session_id)
         saved = await self.checkpointer.aget_tuple(config)
-        if saved is None or (saved.metadata or {}).get(MESSAGE_ID) != message_id or not _request_of(saved).get("open"):
+        if await self.turn_standing(session_id, message_id) != "interrupted":
             return False
         await self._close_turn(config, ended="failed")
         return True
+
+    async def turn_standing(self, session_id: str, message_id: str) -> str:
+        """Where the session's turn `message_id` stands in its checkpoints, for a worker that takes it up again:
+        "new" (nothing of it is saved: run its request), "interrupted" (it began and its process died: continue
+        it), "paused" (a form waits), "failed" (a step failed and nothing closed it) or "over" (it ended, here or
+        finished first by the session's next request)."""
+        if self.checkpointer is None:
+            return "new"
+        config = self._config(session_id)
+        saved = await self.checkpointer.aget_tuple(config)
+        if saved is None:
+            return "new"
+        if (saved.metadata or {}).get(MESSAGE_ID) != message_id:
+            async for _ran in self.checkpointer.alist(config, filter={MESSAGE_ID: message_id}, limit=1):
+                return "over"
+            return "new"
+        snapshot = await self._open_turn(config, saved)
+        if snapshot is None or not snapshot.tasks:
+            return "over"
+        if any(t.interrupts for t in snapshot.tasks):
+            return "paused"
+        if any(t.error and not _stopped(t.error) for t in snapshot.tasks):
+            return "failed"
+        return "interrupted"
+
+    async def finished_event(self, session_id: str, message_id: str) -> dict | None:
+        """The `workflow_finished` of the session's last turn, `message_id`, if it finished: for a worker taking up a
+        turn whose process died after the turn's last checkpoint and before it reported the end. None otherwise."""
+        if self.checkpointer is None:
+            return None
+        state = await self.graph.aget_state(self._config(session_id))
+        request = state.values.get(REQUEST) or {}
+        if (state.metadata or {}).get(MESSAGE_ID) != message_id or request.get("open") or request.get("ended"):
+            return None
+        history = state.values.get(HISTORY) or []
+        answer = history[-1][1] if history and history[-1][0] == "assistant" else {}
+        adapter = EventAdapter(self.compiled, session_id=session_id, request_inputs=request.get("inputs") or {},
+                               message_id=message_id)
+        return adapter.workflow_finished(answer)
 
     async def _fail(self, config: dict, message: str, error: Exception) -> None:
         """End a turn that broke outside its components: close it, record why, tell the caller."""
@@ -239,13 +294,17 @@ class Runner:
             return
         # the state with the writes of the tasks that finished: the turn opens in Begin's step, whose own
         # checkpoint may be what failed, and the conversation keeps the broken turn's user line
-        values = (await self.graph.aget_state(config)).values
+        state = await self.graph.aget_state(config)
+        values = state.values
         request = values.get(REQUEST) or {}
         if request.get("open"):
             update = {key: values[key] for key in (HISTORY, GLOBALS) if key in values}
             # as the finish node, whose only edge leads to the end: the update schedules nothing
             closed = {**request, "open": False, **({"ended": ended} if ended else {})}
             await self.graph.aupdate_state(config, {**update, REQUEST: closed}, as_node=FINISH)
+        elif state.tasks and not any(t.interrupts for t in state.tasks):
+            # only its input is saved (its process died before Begin's step): LangGraph drops its tasks
+            await self.graph.aupdate_state(config, None, as_node=END)
 
     def _config(self, session_id: str) -> dict:
         return {"configurable": {"thread_id": session_id}, "recursion_limit": self.compiled.recursion_limit}
@@ -258,7 +317,7 @@ class Runner:
             return None
         if saved is None:
             saved = await self.checkpointer.aget_tuple(config)
-        if not (_request_of(saved).get("open") or _paused(saved)):
+        if not saved or _closed(saved):
             return None
         return await self.graph.aget_state(config)
 

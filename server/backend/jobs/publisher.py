@@ -97,6 +97,7 @@ class AnswerFold:
     reference: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
     started: bool = False
+    finished: set[str] = field(default_factory=set)             # message ids whose workflow_finished came
 
     def add(self, event: dict) -> None:
         kind, data = event.get("event"), event.get("data") or {}
@@ -123,6 +124,7 @@ class AnswerFold:
         elif kind == "message_end" and isinstance(data.get("reference"), dict):
             self.reference.update(data["reference"])
         elif kind == "workflow_finished":
+            self.finished.add(message_id)
             self._keep(message_id)
             if isinstance(data.get("usage"), dict):
                 self.usage = dict(data["usage"])

@@ -239,8 +239,15 @@ class TurnWorker:
             return {"status": "rejected", "error": _reason(e), "error_type": type(e).__name__,
                     **_diagnostics(e)}
         request = await self._request(turn, runner)
-        if request is None:             # over already, with nothing left to stream
-            return {"status": await self._status_now(turn, runner)}
+        if request is None:             # over already, with nothing left to run
+            status = await self._status_now(turn, runner)
+            if status == "finished" and turn.message_id not in fold.finished:
+                # its worker died after the turn's last checkpoint, before it reported the end: reported now
+                event = await runner.finished_event(turn.session_id, turn.message_id)
+                if event is not None:
+                    fold.add(event)
+                    publisher.put(event)
+            return {"status": status}
         self.running[turn.id] = runner
         if turn.id in self.cancel_actions:      # asked before it started: it ends as it starts
             runner.cancel()
@@ -253,7 +260,11 @@ class TurnWorker:
             async with self._starting:          # the costly part of a turn is its start, up to its first event
                 event = await anext(events, None)
             while event is not None:
-                if event.get("message_id") not in (None, turn.message_id) and await earlier.take(event):
+                if event.get("message_id") not in (None, turn.message_id):
+                    if not await earlier.take(event):
+                        # an earlier turn the table has ended (given up) that its checkpoint still held open: its
+                        # text is kept under its own message id, and not streamed as the answer to this question
+                        fold.add(event)
                     event = await anext(events, None)
                     continue
                 await earlier.close()
@@ -296,30 +307,26 @@ class TurnWorker:
 
     async def _request(self, turn: TurnRecord, runner: Runner) -> TurnRequest | None:
         """What to run: the turn's request; or, once the turn has checkpointed a step, only its continuation
-        (None when it is over)."""
+        (None when it is over: a later turn's Runner may have finished it first, its own job being lost)."""
         request = TurnRequest.from_dict({**turn.request, "message_id": turn.message_id})
-        config = {"configurable": {"thread_id": turn.session_id}}
-        saved = await self.store.checkpointer.aget_tuple(config)
-        if saved is None or request.fork is not None:
+        if request.fork is not None:
             return request
-        if (saved.metadata or {}).get(MESSAGE_ID) != turn.message_id:
-            # a later turn's Runner may have finished this one first (its job was lost): it is not run twice
-            async for _ran in self.store.checkpointer.alist(config, filter={MESSAGE_ID: turn.message_id}, limit=1):
-                return None
+        standing = await runner.turn_standing(turn.session_id, turn.message_id)
+        if standing == "new":
             return request
-        if (saved.checkpoint["channel_values"].get(REQUEST) or {}).get("open") \
-                and not any(w[1] == "__interrupt__" for w in saved.pending_writes or ()):
+        if standing == "interrupted":
             return TurnRequest(continue_interrupted=True, message_id=turn.message_id,
                                stream_modes=request.stream_modes, run_id=request.run_id)
         return None
 
     async def _status_now(self, turn: TurnRecord, runner: Runner) -> str:
         """How a turn that is over in its checkpoint ended (its worker died before recording it)."""
+        standing = await runner.turn_standing(turn.session_id, turn.message_id)
+        if standing in ("paused", "failed"):
+            return standing
         state = await runner.graph.aget_state({"configurable": {"thread_id": turn.session_id}})
         if (state.metadata or {}).get(MESSAGE_ID) != turn.message_id:
             return "finished"           # finished by a later turn's Runner: the session went on
-        if await runner.waiting_for(turn.session_id) is not None:
-            return "paused"
         ended = (state.values.get(REQUEST) or {}).get("ended")
         return "cancelled" if ended == "cancelled" else "failed" if ended == "failed" else "finished"
 
@@ -388,7 +395,8 @@ class EarlierTurns:
         self.unknown: set[str] = set()
 
     async def take(self, event: dict) -> bool:
-        """Route an event of another message id to its turn; False when no open turn of the session has it."""
+        """Route an event of another message id to its turn; False when no open turn of the session has it (the
+        caller keeps its text, out of its own stream)."""
         message_id = event["message_id"]
         if message_id in self.unknown:
             return False
@@ -397,6 +405,8 @@ class EarlierTurns:
             found = [t for t in await self.worker.store.open_turns(self.turn.session_id)
                      if t.message_id == message_id and t.id != self.turn.id]
             if not found:
+                log.warning("turn %s: finishing first an earlier turn (message %s) that has no open record",
+                            self.turn.id, message_id)
                 self.unknown.add(message_id)
                 return False
             other = found[0]
