@@ -24,6 +24,10 @@ turns/s at its capacity and latencies of queued turns. For every turn asked in t
 - turns/s: turns finished in the window per second; CPU per turn: the CPU the API processes and workers
   (and, apart, the database's server processes of the run's database) used in the window per turn.
 
+Then the floor (bench/scale_floor.py): the same turn in plain LangGraph, one process on LangGraph's own
+PostgreSQL saver, no HTTP or queue; its CPU per turn is printed beside the busiest run's, as a ratio, each with
+the turns/s and conversations the machine's cores would serve at that cost.
+
 Then, with the last set of workers:
 - takeover (`--takeovers` times): a turn whose model streams for 10 s; once a few tokens reached the client,
   the worker running it is SIGKILLed (another one is alive); measured from the kill to the first token the

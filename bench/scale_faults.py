@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.scale_floor import floor, print_floor
 from bench.scale import (
     CHAT,
     SLOW,
@@ -219,6 +220,13 @@ def run(args: argparse.Namespace) -> int:
                     print_load_errors(row)
         except Exception as e:      # noqa: BLE001 - the other parts are measured all the same
             result["load_failure"] = _failure("the load runs", e)
+        try:
+            found = floor(cluster.server, args.tokens)
+            result["handwritten_floor"] = found
+            busiest = max(result["load_runs"], key=lambda r: r["turns_per_s"], default=None)
+            print_floor(found, busiest, (args.model_ms + args.think_ms) / 1000, os.cpu_count() or 1)
+        except Exception as e:      # noqa: BLE001
+            _failure("the hand-written floor", e)
         try:
             if len([w for w in cluster.workers if w.proc.poll() is None]) < 2:
                 cluster.workers = [w for w in cluster.workers if w.proc.poll() is None]
