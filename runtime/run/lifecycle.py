@@ -146,6 +146,7 @@ async def _delete_batch(store, ids: list[str]) -> None:
     """One batch: the server rows, then the checkpoints and writes, one statement per table."""
     marks = ", ".join("?" * len(ids))
     await store.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(ids))
+    await store.db.execute(f"DELETE FROM c2g_session_messages WHERE session_id IN ({marks})", tuple(ids))
     # the turns asked of them and the events those streamed (server/backend/jobs/)
     await store.db.execute(f"DELETE FROM c2g_turn_events WHERE turn_id IN (SELECT id FROM c2g_turns "
                            f"WHERE session_id IN ({marks}))", tuple(ids))

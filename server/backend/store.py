@@ -56,6 +56,13 @@ SCHEMA = [
         lease_owner TEXT, lease_until DOUBLE PRECISION, cancel_requested INTEGER NOT NULL DEFAULT 0,
         version_id TEXT, version_title TEXT)""",
     "CREATE INDEX IF NOT EXISTS c2g_sessions_agent ON c2g_sessions (tenant, agent_id)",
+    # a session's message log, a row per message, so that logging one costs the same at the thousandth turn as at
+    # the first (the session row's `messages` keeps those it was created with, and an older database's log)
+    """CREATE TABLE IF NOT EXISTS c2g_session_messages (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT, role TEXT, message TEXT NOT NULL,
+        reference TEXT, PRIMARY KEY (session_id, seq))""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS c2g_session_messages_id ON c2g_session_messages (session_id, message_id, role)",
+    "CREATE INDEX IF NOT EXISTS c2g_session_messages_message ON c2g_session_messages (message_id)",
     """CREATE TABLE IF NOT EXISTS c2g_agent_versions (
         id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT NOT NULL, title TEXT, description TEXT,
         released INTEGER NOT NULL DEFAULT 0, dsl TEXT NOT NULL, diagnostics TEXT NOT NULL, created_by TEXT,

@@ -1,4 +1,9 @@
-"""Sessions in the store: the DSL (and agent version) a session runs, and its message log."""
+"""Sessions in the store: the DSL (and agent version) a session runs, and its message log.
+
+The log is `c2g_session_messages`, a row per message (with the reference of an answer): logging a message costs
+the same at a session's thousandth turn as at its first. The session row's `messages` and `reference` hold
+what the session was created with (an agent's prologue) and, in a database of an earlier version, the log
+as it was then; a session's messages are those, then the table's, in order."""
 from __future__ import annotations
 
 import json
@@ -46,9 +51,30 @@ class SessionTables:
         """Whether any tenant has a session with this id (ids chosen by clients must not collide)."""
         return bool(await self.db.fetchall("SELECT id FROM c2g_sessions WHERE id = ?", (session_id,)))
 
-    async def get_session(self, tenant: str, session_id: str) -> Session | None:
+    async def get_session(self, tenant: str, session_id: str, *, with_messages: bool = True) -> Session | None:
+        """The tenant's session; `with_messages=False` leaves its logged messages out (a worker running a turn
+        needs only the DSL: reading the log would cost more at each turn of a long conversation)."""
         rows = await self.db.fetchall("SELECT * FROM c2g_sessions WHERE tenant = ? AND id = ?", (tenant, session_id))
-        return session_from_row(rows[0]) if rows else None
+        if not rows:
+            return None
+        session = session_from_row(rows[0])
+        if with_messages:
+            await self._add_logged([session])
+        return session
+
+    async def _add_logged(self, sessions: list[Session]) -> None:
+        """Add to each session the messages (and references) its log table holds, in order."""
+        if not sessions:
+            return
+        by_id = {session.id: session for session in sessions}
+        marks = ", ".join("?" * len(by_id))
+        rows = await self.db.fetchall(f"SELECT session_id, message, reference FROM c2g_session_messages "
+                                      f"WHERE session_id IN ({marks}) ORDER BY session_id, seq", tuple(by_id))
+        for row in rows:
+            session = by_id[row["session_id"]]
+            session.messages.append(json.loads(row["message"]))
+            if row["reference"] is not None:
+                session.reference.append(json.loads(row["reference"]))
 
     async def list_sessions(self, tenant: str, agent_id: str, *, page: int = 1, page_size: int = 30,
                             orderby: str = "update_time", desc: bool = True, session_id: str | None = None,
@@ -63,7 +89,9 @@ class SessionTables:
         order = order_by(orderby, desc, default="update_time")
         rows = await self.db.fetchall(f"SELECT {columns} FROM c2g_sessions WHERE {where} ORDER BY {order} "
                                       "LIMIT ? OFFSET ?", tuple(params) + page_window(page, page_size))
-        return [session_from_row(r, with_dsl) for r in rows]
+        sessions = [session_from_row(r, with_dsl) for r in rows]
+        await self._add_logged(sessions)
+        return sessions
 
     async def session_dsl(self, session_id: str) -> str | None:
         """The DSL a session runs, whoever's it is (for the operator's `canvas2graph trace`)."""
@@ -74,15 +102,22 @@ class SessionTables:
         """The tenant's session (of `agent_id`, if given) whose message log has a message with this id."""
         if not message_id:
             return None
+        agent = " AND s.agent_id = ?" if agent_id else ""
+        rows = await self.db.fetchall(
+            "SELECT s.id FROM c2g_session_messages m JOIN c2g_sessions s ON s.id = m.session_id "
+            f"WHERE m.message_id = ? AND s.tenant = ?{agent} ORDER BY s.update_time DESC LIMIT 1",
+            (message_id, tenant, *([agent_id] if agent_id else [])))
+        if rows:
+            return await self.get_session(tenant, rows[0]["id"])
+        # a log written by an earlier version, in the session row
         where, params = "tenant = ? AND messages LIKE ? ESCAPE '\\'", [tenant, f'%"id": {like_literal(json.dumps(message_id))}%']
         if agent_id:
             where, params = where + " AND agent_id = ?", params + [agent_id]
-        rows = await self.db.fetchall(f"SELECT * FROM c2g_sessions WHERE {where} ORDER BY update_time DESC LIMIT 20",
-                                      tuple(params))
+        rows = await self.db.fetchall(f"SELECT id, messages FROM c2g_sessions WHERE {where} ORDER BY update_time DESC "
+                                      "LIMIT 20", tuple(params))
         for row in rows:            # the pattern may match inside a message's text: check the ids
-            session = session_from_row(row)
-            if any(isinstance(m, dict) and m.get("id") == message_id for m in session.messages):
-                return session
+            if any(isinstance(m, dict) and m.get("id") == message_id for m in json.loads(row["messages"])):
+                return await self.get_session(tenant, row["id"])
         return None
 
     async def delete_sessions(self, tenant: str, session_ids: list[str]) -> list[str]:
@@ -102,7 +137,9 @@ class SessionTables:
             await asyncio.sleep(0)
         if self.checkpointer is None:
             for i in range(0, len(owned), BATCH):
-                await self.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({', '.join('?' * len(owned[i:i + BATCH]))})",
+                marks = ", ".join("?" * len(owned[i:i + BATCH]))
+                await self.db.execute(f"DELETE FROM c2g_sessions WHERE id IN ({marks})", tuple(owned[i:i + BATCH]))
+                await self.db.execute(f"DELETE FROM c2g_session_messages WHERE session_id IN ({marks})",
                                       tuple(owned[i:i + BATCH]))
             return owned
         await delete_sessions(self, owned)
@@ -111,20 +148,39 @@ class SessionTables:
     async def append_messages(self, session_id: str, messages: list[dict], reference: dict | None = None) -> bool:
         """Add to a session's message log; False when the session was deleted meanwhile. A message whose id
         and role the log has already is left out (a turn taken over by another worker logs each once), and
-        so is the reference with it. Only the lease holder calls this, so read-then-write is safe."""
-        rows = await self.db.fetchall("SELECT messages, reference FROM c2g_sessions WHERE id = ?", (session_id,))
-        if not rows:
+        so is the reference with it (it goes with the last message)."""
+        if not await self.db.execute("UPDATE c2g_sessions SET update_time = ? WHERE id = ?", (now_ms(), session_id)):
             return False
-        log = json.loads(rows[0]["messages"])
-        seen = {(m.get("id"), m.get("role")) for m in log if isinstance(m, dict) and m.get("id")}
-        new = [m for m in messages if not m.get("id") or (m["id"], m.get("role")) not in seen]
-        if not new:
-            return True
-        log += new
-        refs = json.loads(rows[0]["reference"])
-        if reference is not None:
-            refs.append(reference)
-        await self.db.execute("UPDATE c2g_sessions SET messages = ?, reference = ?, update_time = ? WHERE id = ?",
-                              (json.dumps(log, ensure_ascii=False, default=str),
-                               json.dumps(refs, ensure_ascii=False, default=str), now_ms(), session_id))
+        for i, message in enumerate(messages):
+            ref = reference if reference is not None and i == len(messages) - 1 else None
+            await self._log_one(session_id, message, ref)
         return True
+
+    async def _log_one(self, session_id: str, message: dict, reference: dict | None) -> None:
+        """One message at the end of the log; nothing when its id and role are logged already. Two writers at once
+        (a worker thought dead, still finishing) take the same position: the second reads the end again."""
+        values = (message.get("id") or None, message.get("role"), json.dumps(message, ensure_ascii=False, default=str),
+                  None if reference is None else json.dumps(reference, ensure_ascii=False, default=str))
+        for attempt in range(5):
+            try:
+                await self.db.execute(
+                    "INSERT INTO c2g_session_messages (session_id, seq, message_id, role, message, reference) "
+                    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM c2g_session_messages WHERE session_id = ? "
+                    "ON CONFLICT (session_id, message_id, role) DO NOTHING",
+                    (session_id, *values, session_id))
+                return
+            except Exception as e:
+                if not is_integrity_error(e) or attempt == 4:
+                    raise
+
+    async def drop_logged_message(self, session_id: str, message_id: str) -> None:
+        """Take a message out of a session's log, whatever its role (a turn rolled back)."""
+        await self.db.execute("DELETE FROM c2g_session_messages WHERE session_id = ? AND message_id = ?",
+                              (session_id, message_id))
+        rows = await self.db.fetchall("SELECT messages FROM c2g_sessions WHERE id = ?", (session_id,))
+        if rows:                        # a log an earlier version wrote in the session row
+            logged = json.loads(rows[0]["messages"])
+            kept = [m for m in logged if not (isinstance(m, dict) and m.get("id") == message_id)]
+            if len(kept) != len(logged):
+                await self.db.execute("UPDATE c2g_sessions SET messages = ? WHERE id = ?",
+                                      (json.dumps(kept, ensure_ascii=False, default=str), session_id))

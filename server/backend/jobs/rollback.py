@@ -9,7 +9,6 @@ answer leave the session's message log, and LangGraph's API shows the run no mor
 from __future__ import annotations
 
 import asyncio
-import json
 
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.run.events import MESSAGE_ID
@@ -18,7 +17,7 @@ from canvas2graph.server.backend.store_turns import TurnRecord
 
 
 async def roll_back(store: Store, turn: TurnRecord) -> None:
-    session = await store.get_session(turn.tenant, turn.session_id)
+    session = await store.get_session(turn.tenant, turn.session_id, with_messages=False)
     if session is None:
         return
     compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)
@@ -31,7 +30,4 @@ async def roll_back(store: Store, turn: TurnRecord) -> None:
         await graph.aupdate_state(first.parent_config, None, as_node="__copy__")
     elif first is not None:             # the session's first turn: nothing came before it
         await store.checkpointer.adelete_thread(session.id)
-    kept = [m for m in session.messages if not (isinstance(m, dict) and m.get("id") == turn.message_id)]
-    if len(kept) != len(session.messages):
-        await store.db.execute("UPDATE c2g_sessions SET messages = ? WHERE id = ?",
-                               (json.dumps(kept, ensure_ascii=False, default=str), session.id))
+    await store.drop_logged_message(session.id, turn.message_id)

@@ -1,6 +1,7 @@
 """The server's store: tokens, agents, sessions and leases, on a SQLite file and on PostgreSQL."""
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -106,6 +107,54 @@ async def test_deleting_a_session_deletes_its_checkpoints(durable_url):
         assert await store.checkpointer.aget_tuple(config) is not None
         await store.delete_sessions(who, [session.id])
         assert await store.checkpointer.aget_tuple(config) is None
+
+
+async def test_the_message_log_keeps_each_message_once_in_order_without_rewriting_the_session_row(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        session = await store.create_session(who, source="agent", dsl=DSL,
+                                             messages=[{"role": "assistant", "content": "Hi! How can I help?"}])
+        row_before = (await store.db.fetchall("SELECT messages, reference FROM c2g_sessions WHERE id = ?",
+                                              (session.id,)))[0]
+        for turn in range(300):
+            assert await store.append_messages(session.id, [{"role": "user", "content": f"q{turn}", "id": f"m{turn}"}])
+            assert await store.append_messages(session.id, [{"role": "assistant", "content": f"a{turn}", "id": f"m{turn}"}],
+                                               {"chunks": {"turn": turn}})
+        # a turn taken over logs again what its first worker logged: kept once, with its reference once
+        assert await store.append_messages(session.id, [{"role": "user", "content": "q7", "id": "m7"}])
+        assert await store.append_messages(session.id, [{"role": "assistant", "content": "a7", "id": "m7"}], {"again": 1})
+        stored = await store.get_session(who, session.id)
+        assert [m["content"] for m in stored.messages] == ["Hi! How can I help?"] + [
+            text for turn in range(300) for text in (f"q{turn}", f"a{turn}")]
+        assert stored.reference == [{"chunks": {"turn": turn}} for turn in range(300)]
+        # the log grows by rows: the session row is as it was created (an append costs the same at any length)
+        assert (await store.db.fetchall("SELECT messages, reference FROM c2g_sessions WHERE id = ?",
+                                        (session.id,)))[0] == row_before
+        assert (await store.get_session(who, session.id, with_messages=False)).messages == [
+            {"role": "assistant", "content": "Hi! How can I help?"}]
+        assert (await store.find_session_of_message(who, None, "m123")).id == session.id
+        assert await store.find_session_of_message(tenant(), None, "m123") is None
+        await store.drop_logged_message(session.id, "m299")
+        assert [m["content"] for m in (await store.get_session(who, session.id)).messages][-2:] == ["q298", "a298"]
+        assert await store.delete_sessions(who, [session.id]) == [session.id]
+        assert await store.db.fetchall("SELECT seq FROM c2g_session_messages WHERE session_id = ?", (session.id,)) == []
+        assert not await store.append_messages(session.id, [{"role": "user", "content": "late"}])   # deleted
+
+
+async def test_a_message_log_an_earlier_version_kept_in_the_session_row_is_read_found_and_rolled_back(durable_url):
+    async with open_store(durable_url) as store:
+        who = tenant()
+        session = await store.create_session(who, source="agent", dsl=DSL)
+        old = [{"role": "user", "content": "old q", "id": "old"}, {"role": "assistant", "content": "old a", "id": "old"}]
+        await store.db.execute("UPDATE c2g_sessions SET messages = ?, reference = ? WHERE id = ?",
+                               (json.dumps(old), json.dumps([{"chunks": {}}]), session.id))
+        assert await store.append_messages(session.id, [{"role": "user", "content": "new q", "id": "new"}])
+        stored = await store.get_session(who, session.id)
+        assert [m["content"] for m in stored.messages] == ["old q", "old a", "new q"]
+        assert stored.reference == [{"chunks": {}}]
+        assert (await store.find_session_of_message(who, None, "old")).id == session.id
+        await store.drop_logged_message(session.id, "old")
+        assert [m["content"] for m in (await store.get_session(who, session.id)).messages] == ["new q"]
 
 
 async def test_a_database_that_dies_with_the_process_is_refused():
