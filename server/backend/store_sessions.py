@@ -51,9 +51,10 @@ class SessionTables:
         """Whether any tenant has a session with this id (ids chosen by clients must not collide)."""
         return bool(await self.db.fetchall("SELECT id FROM c2g_sessions WHERE id = ?", (session_id,)))
 
-    async def get_session(self, tenant: str, session_id: str, *, with_messages: bool = True) -> Session | None:
-        """The tenant's session; `with_messages=False` leaves its logged messages out (a worker running a turn
-        needs only the DSL: reading the log would cost more at each turn of a long conversation)."""
+    async def get_session(self, tenant: str, session_id: str, *, with_messages: bool = False) -> Session | None:
+        """The tenant's session; with its logged messages only when asked (`with_messages`): running a turn or
+        checking who owns a session needs the DSL, and reading the log would cost more at each turn of a long
+        conversation. (`messages` then holds only what the session was created with.)"""
         rows = await self.db.fetchall("SELECT * FROM c2g_sessions WHERE tenant = ? AND id = ?", (tenant, session_id))
         if not rows:
             return None
@@ -78,7 +79,8 @@ class SessionTables:
 
     async def list_sessions(self, tenant: str, agent_id: str, *, page: int = 1, page_size: int = 30,
                             orderby: str = "update_time", desc: bool = True, session_id: str | None = None,
-                            user_id: str | None = None, with_dsl: bool = True) -> list[Session]:
+                            user_id: str | None = None, with_dsl: bool = True,
+                            with_messages: bool = True) -> list[Session]:
         where, params = "tenant = ? AND agent_id = ?", [tenant, agent_id]
         if session_id:
             where, params = where + " AND id = ?", params + [session_id]
@@ -90,7 +92,8 @@ class SessionTables:
         rows = await self.db.fetchall(f"SELECT {columns} FROM c2g_sessions WHERE {where} ORDER BY {order} "
                                       "LIMIT ? OFFSET ?", tuple(params) + page_window(page, page_size))
         sessions = [session_from_row(r, with_dsl) for r in rows]
-        await self._add_logged(sessions)
+        if with_messages:
+            await self._add_logged(sessions)
         return sessions
 
     async def session_dsl(self, session_id: str) -> str | None:

@@ -182,7 +182,7 @@ async def list_sessions(request: Request, agent_id: str, tenant_id: str = Depend
 @router.get("/agents/{agent_id}/sessions/{session_id}", summary="One session with its message log")
 async def get_session(request: Request, agent_id: str, session_id: str, tenant_id: str = Depends(tenant)):
     await owned_agent(request, tenant_id, agent_id)
-    session = await store(request).get_session(tenant_id, session_id)
+    session = await store(request).get_session(tenant_id, session_id, with_messages=True)
     if session is None or session.agent_id != agent_id:
         raise not_found(f"session {session_id} of agent {agent_id}")
     return ok(session_view(session, with_dsl=flag(request.query_params.get("dsl"))))
@@ -220,7 +220,8 @@ async def delete_sessions(request: Request, agent_id: str, body: SessionsDelete 
     if not ids and body.delete_all:
         ids, page = [], 1
         while True:
-            batch = await store(request).list_sessions(tenant_id, agent_id, page=page, page_size=1000, with_dsl=False)
+            batch = await store(request).list_sessions(tenant_id, agent_id, page=page, page_size=1000, with_dsl=False,
+                                                        with_messages=False)
             ids += [s.id for s in batch]
             if len(batch) < 1000:
                 break

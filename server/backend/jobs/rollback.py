@@ -17,7 +17,7 @@ from canvas2graph.server.backend.store_turns import TurnRecord
 
 
 async def roll_back(store: Store, turn: TurnRecord) -> None:
-    session = await store.get_session(turn.tenant, turn.session_id, with_messages=False)
+    session = await store.get_session(turn.tenant, turn.session_id)
     if session is None:
         return
     compiled = await asyncio.to_thread(compile_dsl, session.dsl_text or session.dsl)

@@ -172,7 +172,7 @@ class TurnWorker:
         # its checkpoint still holds the turn open, mid-step: closed as a failed turn, or the session's next turn
         # would continue it first and stream its answer as its own (bench.scale's random worker kills)
         try:
-            session = await self.store.get_session(turn.tenant, turn.session_id, with_messages=False)
+            session = await self.store.get_session(turn.tenant, turn.session_id)
             if session is not None:
                 await (await self._runner(session)).abandon(turn.session_id, turn.message_id)
         except Exception:               # noqa: BLE001 - the turn is failed all the same
@@ -230,7 +230,7 @@ class TurnWorker:
         await self.finish_turn(turn, publisher, fold, end)
 
     async def _drive(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold) -> dict[str, Any]:
-        session = await self.store.get_session(turn.tenant, turn.session_id, with_messages=False)
+        session = await self.store.get_session(turn.tenant, turn.session_id)
         if session is None:
             return {"status": "failed", "error": f"session {turn.session_id} was deleted", "error_type": "Deleted"}
         try:

@@ -44,7 +44,7 @@ async def test_agents_and_sessions_belong_to_one_tenant(durable_url):
         assert await store.get_session(bob, session.id) is None
         assert await store.delete_sessions(bob, [session.id]) == []
         assert await store.append_messages(session.id, [{"role": "user", "content": "q"}], {"chunks": {}})
-        stored = await store.get_session(alice, session.id)
+        stored = await store.get_session(alice, session.id, with_messages=True)
         assert [m["content"] for m in stored.messages] == ["hi", "q"] and stored.reference == [{"chunks": {}}]
         assert [s.id for s in await store.list_sessions(alice, agent.id)] == [session.id]
         assert await store.delete_agent(alice, agent.id) is True
@@ -123,19 +123,20 @@ async def test_the_message_log_keeps_each_message_once_in_order_without_rewritin
         # a turn taken over logs again what its first worker logged: kept once, with its reference once
         assert await store.append_messages(session.id, [{"role": "user", "content": "q7", "id": "m7"}])
         assert await store.append_messages(session.id, [{"role": "assistant", "content": "a7", "id": "m7"}], {"again": 1})
-        stored = await store.get_session(who, session.id)
+        stored = await store.get_session(who, session.id, with_messages=True)
         assert [m["content"] for m in stored.messages] == ["Hi! How can I help?"] + [
             text for turn in range(300) for text in (f"q{turn}", f"a{turn}")]
         assert stored.reference == [{"chunks": {"turn": turn}} for turn in range(300)]
         # the log grows by rows: the session row is as it was created (an append costs the same at any length)
         assert (await store.db.fetchall("SELECT messages, reference FROM c2g_sessions WHERE id = ?",
                                         (session.id,)))[0] == row_before
-        assert (await store.get_session(who, session.id, with_messages=False)).messages == [
+        assert (await store.get_session(who, session.id)).messages == [
             {"role": "assistant", "content": "Hi! How can I help?"}]
         assert (await store.find_session_of_message(who, None, "m123")).id == session.id
         assert await store.find_session_of_message(tenant(), None, "m123") is None
         await store.drop_logged_message(session.id, "m299")
-        assert [m["content"] for m in (await store.get_session(who, session.id)).messages][-2:] == ["q298", "a298"]
+        assert [m["content"] for m in (await store.get_session(who, session.id, with_messages=True)).messages][-2:] \
+            == ["q298", "a298"]
         assert await store.delete_sessions(who, [session.id]) == [session.id]
         assert await store.db.fetchall("SELECT seq FROM c2g_session_messages WHERE session_id = ?", (session.id,)) == []
         assert not await store.append_messages(session.id, [{"role": "user", "content": "late"}])   # deleted
@@ -149,12 +150,12 @@ async def test_a_message_log_an_earlier_version_kept_in_the_session_row_is_read_
         await store.db.execute("UPDATE c2g_sessions SET messages = ?, reference = ? WHERE id = ?",
                                (json.dumps(old), json.dumps([{"chunks": {}}]), session.id))
         assert await store.append_messages(session.id, [{"role": "user", "content": "new q", "id": "new"}])
-        stored = await store.get_session(who, session.id)
+        stored = await store.get_session(who, session.id, with_messages=True)
         assert [m["content"] for m in stored.messages] == ["old q", "old a", "new q"]
         assert stored.reference == [{"chunks": {}}]
         assert (await store.find_session_of_message(who, None, "old")).id == session.id
         await store.drop_logged_message(session.id, "old")
-        assert [m["content"] for m in (await store.get_session(who, session.id)).messages] == ["new q"]
+        assert [m["content"] for m in (await store.get_session(who, session.id, with_messages=True)).messages] == ["new q"]
 
 
 async def test_a_database_that_dies_with_the_process_is_refused():
