@@ -16,6 +16,8 @@ had ended: its answer was lost and given to the next message.)
 """
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from canvas2graph.compiler.canvas import compile_dsl
@@ -104,6 +106,17 @@ async def count_writes(url) -> int:
     return made
 
 
+@contextlib.asynccontextmanager
+async def killed_after(url, allowed: int):
+    """(saver, session, whether the turn finished): a session whose first turn finished and whose second, "m2",
+    was killed after `allowed` writes."""
+    async with open_checkpointer(url) as saver:
+        session = new_session()
+        await first_turn(saver, session)
+        _made, finished = await killed_turn(saver, session, allowed)
+        yield saver, session, finished
+
+
 @pytest.fixture
 async def writes_per_turn(checkpointer_url) -> int:
     return await count_writes(checkpointer_url)
@@ -116,10 +129,7 @@ def answers(rows: list) -> list:
 
 async def test_a_turn_killed_after_any_write_is_continued_to_its_answer_once(checkpointer_url, writes_per_turn):
     for allowed in range(writes_per_turn + 1):
-        async with open_checkpointer(checkpointer_url) as saver:
-            session = new_session()
-            await first_turn(saver, session)
-            _made, finished = await killed_turn(saver, session, allowed)
+        async with killed_after(checkpointer_url, allowed) as (saver, session, finished):
             standing = await runner(saver, []).turn_standing(session, "m2")
             if allowed == 0:
                 assert standing == "new", allowed            # nothing of it saved: its request runs
@@ -145,10 +155,7 @@ async def test_a_turn_killed_after_any_write_is_continued_to_its_answer_once(che
 
 async def test_the_next_message_after_a_kill_anywhere_is_answered_as_itself(checkpointer_url, writes_per_turn):
     for allowed in range(1, writes_per_turn - 1):
-        async with open_checkpointer(checkpointer_url) as saver:
-            session = new_session()
-            await first_turn(saver, session)
-            await killed_turn(saver, session, allowed)
+        async with killed_after(checkpointer_url, allowed) as (saver, session, _finished):
             interrupted = await runner(saver, []).interrupted(session)
             assert interrupted is not None and interrupted["message_id"] == "m2", allowed
             events = await turn(saver, session, ["Second answer.", "Third answer."],
@@ -163,10 +170,7 @@ async def test_the_next_message_after_a_kill_anywhere_is_answered_as_itself(chec
 
 async def test_a_turn_given_up_after_any_write_leaves_the_session_to_start_afresh(checkpointer_url, writes_per_turn):
     for allowed in range(1, writes_per_turn - 1):
-        async with open_checkpointer(checkpointer_url) as saver:
-            session = new_session()
-            await first_turn(saver, session)
-            await killed_turn(saver, session, allowed)
+        async with killed_after(checkpointer_url, allowed) as (saver, session, _finished):
             assert await runner(saver, []).abandon(session, "m2"), allowed
             assert await runner(saver, []).interrupted(session) is None, allowed
             events = await turn(saver, session, ["Third answer."], TurnRequest(query="third", message_id="m3"))
