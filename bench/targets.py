@@ -3,7 +3,7 @@
     python -m bench.targets                  # the full run, about 20 min on 2 cores: run it alone on the machine
     python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 6 min)
     python -m bench.targets --json out.json  # also write every figure
-    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, scale, storage
+    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, scale, storage, log
 
 The parts, each a benchmark of its own that this command runs and reads:
 - `ragflow`: `python -m bench.ragflow`, RAGFlow's own engine side by side (needs `../shared/oracle` set up),
@@ -18,7 +18,9 @@ The parts, each a benchmark of its own that this command runs and reads:
   conversations on 2 workers, a takeover after SIGKILL and 10 random worker kills (about 8 min; `--quick`: its
   smoke run, 20 conversations and 2 kills, about 3 min; `python -m bench.scale` alone runs 1, 2 and 4 workers);
 - `storage`: `python -m bench.storage`, the bytes a session stores (1,000 turns, 10,000 items, about 2.5 min;
-  `--quick`: 100 turns and 1,000 items, targets it cannot reach are judged when already exceeded).
+  `--quick`: 100 turns and 1,000 items, targets it cannot reach are judged when already exceeded);
+- `log`: `python -m bench.message_log`, what logging a turn's messages costs at turn 5,000 against turn 10
+  (`--quick`: 1,000).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ if __package__ in (None, ""):          # `python bench/targets.py`: make the rep
 from bench import ragflow              # noqa: E402  (after the path fix above)
 
 REPO = Path(__file__).resolve().parent.parent
-PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "scale", "storage")
+PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "scale", "storage", "log")
 TEMPLATE = REPO / "canvas2graph" / "templates" / "ragflow" / "cajal_scientific_paper_agent.json"
 
 
@@ -215,6 +217,17 @@ def storage_rows(quick: bool) -> tuple[list[Row], dict]:
     return [Row(*row) for row in storage.rows(storage.from_json(data), turns, items, full=not quick)], data
 
 
+def message_log_rows(quick: bool) -> tuple[list[Row], dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "log.json"
+        data = _json_of([sys.executable, "-m", "bench.message_log", "--turns", "1000" if quick else "5000",
+                         "--json", str(out)], out)
+    if not data:
+        return [Row("the message log", "not measured (bench.message_log failed)", "", False)], {}
+    return [Row(f"logging a turn's messages at turn {data['last']:,}, against turn {data['first']}",
+                f"{data['ratio']:.1f}x", f"<= {data['limit']:.0f}x", data["met"])], data
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.targets", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few repetitions: a smoke run, noisy figures")
@@ -256,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     if "scale" not in skip:
         scale_part, figures["scale"] = scale_rows(args.quick)
         rows += scale_part
+    if "log" not in skip:
+        log_part, figures["log"] = message_log_rows(args.quick)
+        rows += log_part
     if "storage" not in skip:
         storage_part, figures["storage"] = storage_rows(args.quick)
         rows += storage_part
