@@ -216,12 +216,12 @@ class Runner:
         if snapshot is None or not snapshot.tasks or any(t.interrupts for t in snapshot.tasks) \
                 or any(t.error and not _stopped(t.error) for t in snapshot.tasks):
             return None
-        values = snapshot.values
+        values, metadata = snapshot.values, snapshot.metadata or {}
         if (values.get(REQUEST) or {}).get("open"):
             query = (values.get(GLOBALS) or {}).get("sys.query", "")
-        else:                   # Begin's step is not saved: the query is still the graph's input
-            query = values.get("query", "") if snapshot.metadata.get("source") != "input" else ""
-        return {"message_id": (snapshot.metadata or {}).get(MESSAGE_ID), "query": query}
+        else:                   # Begin's step is not saved: the query is the input's (unread when only it is saved)
+            query = values.get("query", "") if metadata.get("source") != "input" else ""
+        return {"message_id": metadata.get(MESSAGE_ID), "query": query}
 
     async def abandon(self, session_id: str, message_id: str) -> bool:
         """Close the session's checkpointed turn `message_id` as a failed one if it is still open (a turn that is
@@ -229,11 +229,9 @@ class Runner:
         when that turn is not the open one."""
         if self.checkpointer is None:
             return False
-        config = self._config(session_id)
-        saved = await self.checkpointer.aget_tuple(config)
         if await self.turn_standing(session_id, message_id) != "interrupted":
             return False
-        await self._close_turn(config, ended="failed")
+        await self._close_turn(self._config(session_id), ended="failed")
         return True
 
     async def turn_standing(self, session_id: str, message_id: str) -> str:

@@ -238,9 +238,9 @@ class TurnWorker:
         except Exception as e:          # noqa: BLE001 - the DSL no longer compiles, a model is not configured
             return {"status": "rejected", "error": _reason(e), "error_type": type(e).__name__,
                     **_diagnostics(e)}
-        request = await self._request(turn, runner)
+        request, standing = await self._request(turn, runner)
         if request is None:             # over already, with nothing left to run
-            status = await self._status_now(turn, runner)
+            status = await self._status_now(turn, runner, standing)
             if status == "finished" and turn.message_id not in fold.finished:
                 # its worker died after the turn's last checkpoint, before it reported the end: reported now
                 event = await runner.finished_event(turn.session_id, turn.message_id)
@@ -305,23 +305,23 @@ class TurnWorker:
         runner.preflight()
         return runner
 
-    async def _request(self, turn: TurnRecord, runner: Runner) -> TurnRequest | None:
-        """What to run: the turn's request; or, once the turn has checkpointed a step, only its continuation
-        (None when it is over: a later turn's Runner may have finished it first, its own job being lost)."""
+    async def _request(self, turn: TurnRecord, runner: Runner) -> tuple[TurnRequest | None, str]:
+        """What to run, with where the turn stands (`Runner.turn_standing`): the turn's request; or, once the turn
+        has checkpointed a step, only its continuation (None when it is over: a later turn's Runner may have
+        finished it first, its own job being lost)."""
         request = TurnRequest.from_dict({**turn.request, "message_id": turn.message_id})
         if request.fork is not None:
-            return request
+            return request, "new"
         standing = await runner.turn_standing(turn.session_id, turn.message_id)
         if standing == "new":
-            return request
+            return request, standing
         if standing == "interrupted":
             return TurnRequest(continue_interrupted=True, message_id=turn.message_id,
-                               stream_modes=request.stream_modes, run_id=request.run_id)
-        return None
+                               stream_modes=request.stream_modes, run_id=request.run_id), standing
+        return None, standing
 
-    async def _status_now(self, turn: TurnRecord, runner: Runner) -> str:
+    async def _status_now(self, turn: TurnRecord, runner: Runner, standing: str) -> str:
         """How a turn that is over in its checkpoint ended (its worker died before recording it)."""
-        standing = await runner.turn_standing(turn.session_id, turn.message_id)
         if standing in ("paused", "failed"):
             return standing
         state = await runner.graph.aget_state({"configurable": {"thread_id": turn.session_id}})
