@@ -37,7 +37,7 @@ SEED_SQL = ("SELECT 'b'::text AS _kind, NULL::text AS checkpoint_id, channel, ty
             "NULL::text AS task_path, NULL::int AS idx, version FROM checkpoint_blobs "
             "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s AND version = %s")
 # a task's writes in one statement, as arrays: LangGraph's saver sends one INSERT per write (a turn of
-# begin -> LLM -> Message made 21 of its 100 statements so), after serialising them on a thread of their own
+# begin -> LLM -> Message made 21 of its 100 statements so)
 WRITES_INSERT_SQL = ("INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
                      "channel, type, blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
                      "%s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) "
@@ -76,15 +76,15 @@ class CanvasPostgresSaver(CanvasSaverMixin, AsyncPostgresSaver):
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        """LangGraph's, in one statement (`WRITES_INSERT_SQL`), serialised in place (a task's writes are small: the
-        thread hop cost more). Writes to LangGraph's special channels (an error, an interrupt), which replace
-        what they find, go LangGraph's way."""
+        """LangGraph's, in one statement (`WRITES_INSERT_SQL`). Writes to LangGraph's special channels (an error,
+        an interrupt), which replace what they find, go LangGraph's way."""
         if any(channel in WRITES_IDX_MAP for channel, _value in writes):
             await super().aput_writes(config, writes, task_id, task_path)
             return
         conf = config["configurable"]
-        rows = self._dump_writes(conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"], task_id, task_path,
-                                 writes)
+        # serialised on a thread, as LangGraph does: a task's writes may be large (retrieved chunks, a document)
+        rows = await asyncio.to_thread(self._dump_writes, conf["thread_id"], conf["checkpoint_ns"],
+                                       conf["checkpoint_id"], task_id, task_path, writes)
         if not rows:
             return
         async with self._cursor() as cur:
