@@ -168,6 +168,9 @@ async def collect(turn: Turn, return_trace: bool = False) -> Answer:
     answer = Answer(return_trace)
     async for event in turn.events():
         answer.add(event)
+    # the text as the turn's events add up to it: a turn taken over streams its cut-off step again, and the
+    # answer holds it once
+    answer.content = turn.content
     return answer
 
 

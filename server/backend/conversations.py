@@ -24,9 +24,9 @@ from typing import Any, AsyncIterator, Callable
 
 from canvas2graph.compiler.canvas import compile_dsl
 from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnOutcome, TurnRejected, TurnRequest
-from canvas2graph.server.backend.answer_text import message_text
 from canvas2graph.server.backend.jobs.engine import JobEngine
 from canvas2graph.server.backend.jobs.event_log import EventLog
+from canvas2graph.server.backend.jobs.publisher import AnswerFold
 from canvas2graph.server.backend.jobs.turn_runs import CANCEL_STATUS
 from canvas2graph.server.backend.jobs.wire import TURN_EVENT, turn_event
 from canvas2graph.server.backend.store import Session, Store, process_owner
@@ -52,7 +52,9 @@ class Turn:
     request: TurnRequest
     conversations: "Conversations"
     usage: dict = field(default_factory=dict)
-    content: str = ""                   # the answer as the message log keeps it (think tags restored)
+    # what the events add up to, as the message log keeps it (think tags restored; after a takeover, the dead
+    # worker's unfinished step counted once: `content`)
+    fold: AnswerFold = field(default_factory=AnswerFold)
     reference: dict = field(default_factory=dict)
     outcome: TurnOutcome = field(default_factory=TurnOutcome)
     end: dict | None = None             # the turn's end record, once read
@@ -94,10 +96,16 @@ class Turn:
                 self.first = batch
                 return
 
+    @property
+    def content(self) -> str:
+        """The answer, as the message log keeps it."""
+        return "".join(self.fold.answer(message_id) for message_id in self.fold.message_ids())
+
     def _take(self, batch: list[dict]) -> bool:
         """Note what a batch says of the turn; True when it holds events a client sees, or the end."""
         seen = False
         for event in batch:
+            self.fold.add(event)            # a takeover's `attempt` record included
             if event.get("event") == TURN_EVENT:
                 if event.get("kind") == "end":
                     self._ended(event)
@@ -118,9 +126,7 @@ class Turn:
 
     def _collect(self, event: dict) -> None:
         kind, data = event.get("event"), event.get("data") or {}
-        if kind == "message":
-            self.content += message_text(data)
-        elif kind == "message_end" and isinstance(data.get("reference"), dict):
+        if kind == "message_end" and isinstance(data.get("reference"), dict):
             self.reference.update(data["reference"])
         elif kind == "workflow_finished" and isinstance(data.get("usage"), dict):
             self.usage = dict(data["usage"])
