@@ -175,12 +175,16 @@ async def run_to_end(turn: Turn, on_event: EventHook | None = None) -> TurnResul
                     await on_event(event)
         except Exception as e:      # noqa: BLE001 - the turn crashed: told to the client, never lost
             result.status, result.error = "failed", f"{type(e).__name__}: {e}"
+            result.content = turn.content
             done = True
             return result
         done = True
     finally:
         if not done:
             turn.cancel()
+    # the text as the turn's events add up to it: a turn taken over streams its cut-off step again, and the
+    # answer holds it once (as the session's message log does)
+    result.content = turn.content
     outcome = turn.outcome
     result.status = "paused" if result.pause is not None else outcome.status
     result.error = result.error or outcome.error
@@ -188,11 +192,9 @@ async def run_to_end(turn: Turn, on_event: EventHook | None = None) -> TurnResul
 
 
 def add_event(result: TurnResult, event: dict) -> None:
-    """Fold one RAGFlow event into what the turn answered."""
+    """Fold one RAGFlow event into what the turn answered, but its text (`Turn.content` folds that)."""
     kind, data = event.get("event"), event.get("data") or {}
-    if kind == "message":
-        result.content += data.get("content") or ""
-    elif kind == "message_end":
+    if kind == "message_end":
         if isinstance(data.get("reference"), dict):
             result.reference.update(data["reference"])
         result.downloads += [d for d in data.get("downloads") or [] if isinstance(d, dict)]
