@@ -27,6 +27,15 @@ class MessageParams(Params):
     stream: bool = True
     output_format: str | None = None
     auto_play: bool = False
+    memory_ids: list[str] = Field(default_factory=list)     # memories the exchange is saved to (issue 35)
+    user_id: str | None = ""                               # whose memory: a literal or a {variable}
+
+    @field_validator("memory_ids", mode="before")
+    @classmethod
+    def _memory_ids(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        return [v] if isinstance(v, str) else v
 
     @field_validator("content", mode="before")
     @classmethod
@@ -48,9 +57,12 @@ class Message(Node):
 
     def prepare(self) -> None:
         self.templates: list[Template] = [self.text_template(c) for c in self.params.content]
+        user_id = (self.params.user_id or "").strip()
+        self.user_template = self.text_template(user_id) if user_id else None
 
     def references(self):
-        return [(f"params.content.{i}", r) for i, t in enumerate(self.templates) for r in t.refs]
+        refs = [(f"params.content.{i}", r) for i, t in enumerate(self.templates) for r in t.refs]
+        return refs + [("params.user_id", r) for r in (self.user_template.refs if self.user_template else [])]
 
     async def run(self, state, ctx) -> Result:
         t = self.templates[0] if len(self.templates) == 1 else random.choice(self.templates)
@@ -72,8 +84,31 @@ class Message(Node):
         if reference.get("chunks") or reference.get("doc_aggs"):
             end["reference"] = reference
         write({"event": "message_end", **end})
+        if self.params.memory_ids:
+            await self._remember(state, ctx, content)
         return Result(outputs={"content": content, "downloads": downloads}, inputs=inputs, writes=writes,
                       answer=answer if answer != content else None)
+
+    async def _remember(self, state, ctx, content: str) -> None:
+        """Save the exchange (the user's query and this answer) to the Message's memories, once the answer is out.
+        Its typed memories are extracted after the turn (runtime/services/memory/extraction.py)."""
+        from canvas2graph.nodes.memory_access import book_for, exchange_key, thread_id
+        from canvas2graph.runtime.graph.state import GLOBALS
+        from canvas2graph.runtime.services.memory import MemoryNotFound
+        book = book_for(ctx, self.id, "params.memory_ids")
+        globals_ = state.get(GLOBALS) or {}
+        query = str(globals_.get("sys.query") or "")
+        user_id = ""
+        if self.user_template is not None:
+            user_id = "".join(p if isinstance(p, str) else str(resolve(state, p) or "") for p in self.user_template.exact)
+        user_id = user_id or str(globals_.get("sys.user_id") or "")
+        session = getattr(ctx, "session_id", "") or thread_id()
+        key = exchange_key(session, globals_.get("sys.conversation_turns"), self.id, query, content)
+        try:
+            await book.add_exchange(self.params.memory_ids, user_input=query, agent_response=content, user_id=user_id,
+                                    agent_id=str(ctx.extras.get("agent_id") or ""), session_id=session, key=key)
+        except MemoryNotFound as e:
+            raise ComponentError(self.id, f"params.memory_ids: {e} (the answer was given; it was not saved there)") from None
 
     async def _stream(self, t: Template, state, ctx, write, downloads: list):
         """Spliced substitution, as RAGFlow's streaming Message (spaces next to refs vanish).

@@ -16,12 +16,14 @@ from pydantic import Field
 
 from canvas2graph.nodes.base import Params, Result, bare_or_braced_ref, settle_pending
 from canvas2graph.nodes.registry import register
-from canvas2graph.nodes.tool import Tool, ToolArg, ToolOutput, found
+from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, found
 from canvas2graph.runtime.graph.state import REFERENCE
 from canvas2graph.runtime.graph.values import resolve
 
 log = logging.getLogger(__name__)
 KB_IDS_ARG = "__kb_ids"       # dataset ids resolved from canvas variables, passed from run() to execute()
+USER_ARG = "__user_id"        # the memory user, resolved from canvas variables, passed the same way
+MEMORY_TEXT_BUDGET = 194_000  # tokens of memories a Retrieval hands on at most (RAGFlow's 200,000 x 0.97)
 
 
 class RetrievalUnavailable(Exception):
@@ -42,9 +44,18 @@ class RetrievalParams(Params):
     toc_enhance: bool | None = False
     use_kg: bool | None = False
     meta_data_filter: dict[str, Any] | None = Field(default_factory=dict)
+    retrieval_from: str | None = ""         # "dataset" or "memory" (issue 35); unset: datasets if any, else memories
+    memory_ids: list[str] = Field(default_factory=list)
+    user_id: str | None = ""                # only this user's memories: a literal or a {variable}
 
     def datasets(self) -> list[str]:
         return list(self.dataset_ids or self.kb_ids or [])
+
+    def source(self) -> str:
+        """Where this Retrieval searches: "dataset", "memory" or "" (nowhere: it answers empty_response)."""
+        if self.retrieval_from in ("dataset", "memory"):
+            return self.retrieval_from
+        return "dataset" if self.datasets() else "memory" if self.memory_ids else "dataset"
 
     def unsupported(self) -> list[tuple[str, str]]:
         """(field, why) for each option set here that needs an LLM, which retrieval does not call."""
@@ -134,9 +145,12 @@ class Retrieval(Tool):
         # dataset ids given as canvas variables (`{sys.kb}`, `Begin@kb`) are resolved when the node runs
         self.dataset_sources = [(bare_or_braced_ref(d) if "@" in d or d.startswith(("sys.", "env.", "{")) else None, d)
                                 for d in self.params.datasets()]
+        user_id = (self.params.user_id or "").strip()
+        self.user_template = self.text_template(user_id) if user_id else None
 
     def references(self):
-        return super().references() + [("params.dataset_ids", ref) for ref, _ in self.dataset_sources if ref is not None]
+        return super().references() + [("params.dataset_ids", ref) for ref, _ in self.dataset_sources if ref is not None] \
+            + [("params.user_id", r) for r in (self.user_template.refs if self.user_template else [])]
 
     def warnings(self) -> list[tuple[str, str, str]]:
         return [("unsupported-option", why, f"params.{field}") for field, why in self.params.unsupported()]
@@ -153,10 +167,16 @@ class Retrieval(Tool):
                     out.append(str(v))
         return out
 
+    def memory_user(self, state) -> str:
+        if self.user_template is None:
+            return ""
+        return "".join(p if isinstance(p, str) else str(resolve(state, p) or "") for p in self.user_template.exact)
+
     async def run(self, state, ctx) -> Result:
         state, writes = await settle_pending(self, [r for _, r in self.references()], state, ctx)
         args = self.node_args(state)
-        outputs, reference, _ = await self.call({**args, KB_IDS_ARG: self.dataset_ids(state)}, ctx, retry=False)
+        extra = {KB_IDS_ARG: self.dataset_ids(state), USER_ARG: self.memory_user(state)}
+        outputs, reference, _ = await self.call({**args, **extra}, ctx, retry=False)
         if reference["chunks"] or reference["doc_aggs"]:
             writes[REFERENCE] = reference
         return Result(outputs=outputs, inputs=args, writes=writes)
@@ -165,8 +185,36 @@ class Retrieval(Tool):
         query = str(args.get("query") or "").strip()
         if not query:
             return ToolOutput({"formalized_content": ""})
+        if self.params.source() == "memory":
+            return await self._from_memory(query, str(args.get(USER_ARG) or ""), ctx)
         kb_ids = args.get(KB_IDS_ARG)
         if kb_ids is None and any(ref is not None for ref, _ in self.dataset_sources):
             kb_ids = [lit for ref, lit in self.dataset_sources if ref is None]     # as a tool: literal ids only
         chunks, raw, doc_aggs = await search(self.params, query, ctx, kb_ids, self.id)
         return found(chunks, raw, empty=self.params.empty_response or "", doc_aggs=doc_aggs)
+
+    async def _from_memory(self, query: str, user_id: str, ctx) -> ToolOutput:
+        """RAGFlow's Retrieval from memories: the messages most like the query, their contents one per line."""
+        from canvas2graph.nodes.memory_access import book_for
+        from canvas2graph.runtime.services.memory import MemoryNotFound
+        if not self.params.memory_ids:
+            raise ToolError("params.memory_ids: no memory is selected")
+        book = book_for(ctx, self.id, "params.memory_ids")
+        found = await book.find(self.params.memory_ids)
+        missing = [m for m in self.params.memory_ids if m not in {f.id for f in found}]
+        if missing:
+            raise ToolError(f"params.memory_ids: {MemoryNotFound(f'Memory {missing} not found.')}")
+        messages = await book.search([m.id for m in found], query, similarity_threshold=self.params.similarity_threshold,
+                                     keywords_similarity_weight=self.params.keywords_similarity_weight,
+                                     top_n=self.params.top_n, user_id=user_id)
+        for note in book.notes:
+            log.warning("%s: %s", self.id, note)
+        contents, used = [], 0
+        for m in messages:
+            used += len(m.content) // 4 + 1         # about 4 characters a token
+            if used > MEMORY_TEXT_BUDGET:
+                break
+            contents.append(m.content)
+        if not contents:
+            return ToolOutput({"formalized_content": self.params.empty_response or "", "json": []})
+        return ToolOutput({"formalized_content": "\n".join(contents), "json": [m.api() for m in messages[:len(contents)]]})
