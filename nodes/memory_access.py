@@ -7,9 +7,7 @@ import hashlib
 from typing import Any
 
 from canvas2graph.nodes.base import ComponentError
-
-MEMORY_SERVICE = "memory"               # ctx.services key: a LangGraph BaseStore
-EMBEDDER_SERVICE = "memory_embedder"    # ctx.services key: embd_id -> an embedder (optional)
+from canvas2graph.runtime.services.memory import EMBEDDER_SERVICE, MEMORY_SERVICE
 
 
 def memory_store(ctx: Any) -> Any:

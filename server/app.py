@@ -18,7 +18,7 @@ from canvas2graph.server.errors import install_error_handlers
 from canvas2graph.server.middleware import BodyLimit
 from canvas2graph.server.backend.webhook_runs import WebhookRuns
 from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
-                           health, recordings, schedules, templates, traces, versions, webhooks)
+                           health, memories, recordings, schedules, templates, traces, versions, webhooks)
 from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, mcp_server
 from canvas2graph.server.services import RunServices
 from canvas2graph.server import ui
@@ -119,6 +119,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(artifacts.router)
     app.include_router(components.router)      # the params schemas, for the canvas editor
     app.include_router(datasets.router)        # ingestion pipelines into datasets
+    app.include_router(memories.router)        # RAGFlow's memories and their messages
     run_mcp = mcp_server.install(app, config.mcp_session_ttl)   # before the UI, which serves every other path
     a2a_server.install(app)
     langgraph_api.install(app)

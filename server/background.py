@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from canvas2graph.server.backend.agent_tests.eval_store import EvaluationStore
 from canvas2graph.server.backend.background.evaluation_runs import EvaluationRuns
 from canvas2graph.server.backend.background.handler import RunHandler
 from canvas2graph.server.backend.background.ingest_runs import IngestRuns
 from canvas2graph.server.backend.background.ingest_store import IngestionStore
+from canvas2graph.server.backend.background.memory_extraction import KIND as MEMORY_KIND, MemoryExtraction
 from canvas2graph.server.backend.background.sweep import Sweeper
+from canvas2graph.runtime.services.memory.stores import open_memory_store
 from canvas2graph.server.backend.jobs.process import JobProcess
 from canvas2graph.server.services import RunServices
 
@@ -25,6 +27,8 @@ log = logging.getLogger("canvas2graph.background")
 class Background:
     evaluations: EvaluationRuns
     ingestions: IngestRuns
+    memory: Any = None              # the memory store (LangGraph's), which the memory API reads and writes
+    extraction: MemoryExtraction | None = None      # queues the typed extraction of saved exchanges
 
 
 @asynccontextmanager
@@ -44,13 +48,25 @@ async def open_background(jobs: JobProcess, services: RunServices) -> AsyncItera
     for kind in kinds:
         jobs.add_job_kind(kind.kind, RunHandler(kind, jobs.owner))
     sweeper = Sweeper(jobs.engine, kinds)
-    if jobs.workers > 0:
-        if not jobs.engine.postgres:
-            recovered = await sweeper.sweep(starting=True)
-            if recovered:
-                log.warning("queued again %d background run(s) a stopped process left running", recovered)
-        sweeper.start()
-    try:
-        yield background
-    finally:
-        await sweeper.stop()
+    async with open_memory_store(jobs.store.url, pool=getattr(jobs.store.db, "pool", None)) as memory:
+        # every run of a canvas that names memories reaches them (RunServices), and the extraction of what its
+        # Messages saved is queued after its turn and run by any worker
+        services.memory = background.memory = memory
+        extraction = background.extraction = MemoryExtraction(memory, jobs.engine, conversations.models,
+                                                              services.memory_embedder)
+        jobs.add_job_kind(MEMORY_KIND, extraction)
+        if jobs.worker is not None:
+            jobs.worker.after_turn.append(extraction.after_turn)
+        if jobs.workers > 0:
+            if not jobs.engine.postgres:
+                recovered = await sweeper.sweep(starting=True)
+                if recovered:
+                    log.warning("queued again %d background run(s) a stopped process left running", recovered)
+            sweeper.start()
+            extraction.start()
+        try:
+            yield background
+        finally:
+            await sweeper.stop()
+            await extraction.stop()
+            services.memory = None

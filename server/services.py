@@ -10,6 +10,7 @@ from typing import Any
 
 from canvas2graph.runtime.services.environment import RunEnvironment, RunSettings
 from canvas2graph.runtime.services.files import EXTRAS_KEY as FILES_KEY, LocalFileStore, default_store
+from canvas2graph.runtime.services.memory import EMBEDDER_SERVICE, MEMORY_SERVICE, memory_ids_of
 from canvas2graph.server.config import ARTIFACT_ROUTE, ServerConfig
 
 
@@ -37,6 +38,8 @@ class RunServices:
             services={FILES_KEY: self.files, **(extra or {})})
         self.code_policy = self.environment.code_policy
         self.models = self.environment.models
+        self._endpoints: Any = None
+        self.memory: Any = None         # LangGraph's memory store, once the server opened it (server/background.py)
 
     @property
     def base(self) -> dict[str, Any]:
@@ -44,7 +47,19 @@ class RunServices:
         return self.environment.base
 
     def __call__(self, compiled) -> dict[str, Any]:
-        return self.environment.services(compiled.plan.dsl.components)
+        components = compiled.plan.dsl.components
+        services = self.environment.services(components)
+        if self.memory is not None and memory_ids_of(components):
+            services = {**services, MEMORY_SERVICE: self.memory, EMBEDDER_SERVICE: self.memory_embedder}
+        return services
+
+    def memory_embedder(self, embd_id: str) -> Any:
+        """A memory's embedding model, as datasets' are configured (the retrieval config, the models' providers)."""
+        if self._endpoints is None:
+            from canvas2graph.runtime.services.retrieval.config import RetrievalConfig
+            from canvas2graph.runtime.services.retrieval.embeddings import ModelEndpoints
+            self._endpoints = ModelEndpoints(RetrievalConfig.load())
+        return self._endpoints.embedder(embd_id)
 
     async def aclose(self) -> None:
         await self.environment.aclose()

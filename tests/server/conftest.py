@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.server.sdk027 import sdk027_python  # noqa: F401 - the fixture, for every test of the server
+
 from tests.server.helpers import Api, Server, make_token
 
 

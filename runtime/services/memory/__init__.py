@@ -15,7 +15,53 @@ store tool see them:
 search scores messages, `extraction.py` the typed extraction by the memory's chat model (run after the turn, off
 its critical path, from the pending items, so a crash loses none), `stores.py` the default stores.
 """
+from typing import Any
+
+MEMORY_SERVICE = "memory"               # a run's `ctx.services` key: the LangGraph store its memories are in
+EMBEDDER_SERVICE = "memory_embedder"    # ... embd_id -> an embedder (optional: without one, ranking by text)
+
 from canvas2graph.runtime.services.memory.book import MemoryBook, MemoryRefused, MemoryNotFound
 from canvas2graph.runtime.services.memory.records import Memory, MemoryMessage, memory_types, type_names
 
-__all__ = ["MemoryBook", "MemoryRefused", "MemoryNotFound", "Memory", "MemoryMessage", "memory_types", "type_names"]
+__all__ = ["MemoryBook", "MemoryRefused", "MemoryNotFound", "Memory", "MemoryMessage", "memory_types", "type_names",
+           "memory_ids_of", "saves_memory", "MEMORY_SERVICE", "EMBEDDER_SERVICE"]
+
+
+def memory_ids_of(components: dict) -> list[tuple[str, str, str]]:
+    """(component id, field, memory id) of every memory a DSL's or plan's components name: Messages that save to
+    memories and Retrievals that read them (Agents' Retrieval tools included)."""
+    found: list[tuple[str, str, str]] = []
+
+    def walk(component_id: str, name: Any, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        if name in ("Message", "Retrieval"):
+            ids = params.get("memory_ids") or []
+            for memory_id in [ids] if isinstance(ids, str) else ids if isinstance(ids, list) else []:
+                if memory_id:
+                    found.append((component_id, "params.memory_ids", str(memory_id)))
+        for tool in params.get("tools") or [] if isinstance(params.get("tools"), list) else []:
+            if isinstance(tool, dict):
+                walk(component_id, tool.get("component_name"), tool.get("params"))
+
+    for component_id, entry in components.items():
+        name = getattr(entry, "component_name", None)
+        params = getattr(entry, "params", None)
+        if name is None and isinstance(entry, dict):        # a raw DSL's entry
+            obj = entry.get("obj") or {}
+            name, params = obj.get("component_name"), obj.get("params")
+        walk(str(component_id), name, params)
+    return found
+
+
+def saves_memory(components: dict) -> bool:
+    """True when a Message of these components saves to memories."""
+    for entry in components.values():
+        name = getattr(entry, "component_name", None)
+        params = getattr(entry, "params", None)
+        if name is None and isinstance(entry, dict):
+            obj = entry.get("obj") or {}
+            name, params = obj.get("component_name"), obj.get("params")
+        if name == "Message" and isinstance(params, dict) and params.get("memory_ids"):
+            return True
+    return False

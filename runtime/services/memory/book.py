@@ -16,7 +16,7 @@ import logging
 import random
 import re
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from canvas2graph.runtime.services.memory import ranking
 from canvas2graph.runtime.services.memory.records import (

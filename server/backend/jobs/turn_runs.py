@@ -73,6 +73,9 @@ class TurnWorker:
         self.cancel_actions: dict[str, str] = {}      # turn id -> the cancel asked for ("interrupt", ...)
         self.attempts: dict[str, int] = {}            # turn id -> the attempt this worker runs
         self.lost: set[str] = set()                   # turns another worker took up while this one ran them
+        # called with (tenant, the canvas's components) after a turn ran here ended (the memory extraction's queue)
+        self.after_turn: list[Callable[[str, dict], Awaitable[None]]] = []
+        self.canvases: dict[str, dict] = {}          # turn id -> its canvas's components, while it runs here
         self._renewer: asyncio.Task | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -223,11 +226,18 @@ class TurnWorker:
             if self.sessions.pop(turn.id, None) is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.store.release_lease(turn.session_id, self.owner))
+        components = self.canvases.pop(turn.id, None)
         if turn.id in self.lost:            # another worker runs it now: it records the turn, not this one
             self.lost.discard(turn.id)
             await publisher.close(timeout=5)
             return
         await self.finish_turn(turn, publisher, fold, end)
+        if components is not None:
+            for hook in self.after_turn:
+                try:
+                    await hook(turn.tenant, components)
+                except Exception as e:  # noqa: BLE001 - the turn is over and recorded; what follows it is logged
+                    log.warning("after turn %s: %s", turn.id, e)
 
     async def _drive(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold) -> dict[str, Any]:
         session = await self.store.get_session(turn.tenant, turn.session_id)
@@ -249,6 +259,7 @@ class TurnWorker:
                     publisher.put(event)
             return {"status": status}
         self.running[turn.id] = runner
+        self.canvases[turn.id] = runner.compiled.plan.dsl.components
         if turn.id in self.cancel_actions:      # asked before it started: it ends as it starts
             runner.cancel()
         await self._lease(session.id)
@@ -295,7 +306,7 @@ class TurnWorker:
         models, script = self.models()
         services = self.services(compiled) if callable(self.services) else self.services
         # the tenant scopes what the run may read on its behalf (uploaded files: canvas2graph.runtime.services.files)
-        services = {**services, "tenant": session.tenant}
+        services = {**services, "tenant": session.tenant, "agent_id": session.agent_id or ""}
         name = ""
         if session.agent_id and tracing_enabled():
             agent = await self.store.get_agent(session.tenant, session.agent_id)
