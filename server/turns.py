@@ -47,6 +47,24 @@ async def check(request: Request, dsl: Any) -> Verdict:
     return await request.app.state.compilers.check(dsl)
 
 
+async def memory_warnings(request: Request, tenant_id: str, dsl: Any) -> list[dict]:
+    """A warning for each memory the DSL names that the tenant has not (a Message saving to it, or a Retrieval
+    reading it, fails when it runs)."""
+    from canvas2graph.runtime.services.memory import MemoryBook, memory_ids_of
+    store = getattr(getattr(request.app.state, "background", None), "memory", None)
+    components = dsl.get("components") if isinstance(dsl, dict) else None
+    if store is None or not isinstance(components, dict):
+        return []
+    named = memory_ids_of(components)
+    if not named:
+        return []
+    found = {m.id for m in await MemoryBook(store, tenant_id).find([m for _, _, m in named])}
+    return [Diagnostic(code="unknown-memory", severity="warning", component_id=component, field=field,
+                       message=f"memory {memory_id!r} does not exist (create it with POST /api/v1/memories); "
+                               "the component fails when it runs").to_dict()
+            for component, field, memory_id in named if memory_id not in found]
+
+
 async def require_compiles(request: Request, dsl: Any, what: str) -> None:
     """Refuse to run a DSL with errors, listing them all (before any session is created for it); then
     compile it for running, in a thread (`compile_dsl` caches by content: once per DSL)."""

@@ -13,7 +13,7 @@ from canvas2graph.server.auth import tenant
 from canvas2graph.server.deps import int_param, owned_agent, parse_dsl, store
 from canvas2graph.server.errors import argument_error, data_error, not_found, ok
 from canvas2graph.server.protocols.common import endpoints
-from canvas2graph.server.turns import check, refuse_unreadable
+from canvas2graph.server.turns import check, memory_warnings, refuse_unreadable
 from canvas2graph.server.views import agent_view, checked_view, session_view
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
@@ -71,6 +71,7 @@ async def create_agent(request: Request, body: AgentCreate, tenant_id: str = Dep
     dsl = parse_dsl(body.dsl, request)
     # in a compile worker, within its budget; a DSL nested past the limit is refused before it is stored
     checked = checked_view(refuse_unreadable(await check(request, dsl)))
+    checked["diagnostics"] = checked["diagnostics"] + await memory_warnings(request, tenant_id, dsl)
     try:
         agent = await store(request).create_agent(tenant_id, body.title, dsl, body.description, body.avatar,
                                                   canvas_type=body.canvas_type)
@@ -102,7 +103,9 @@ async def list_agents(request: Request, tenant_id: str = Depends(tenant)):
 @router.get("/agents/{agent_id}", summary="An agent, with its DSL's diagnostics")
 async def get_agent(request: Request, agent_id: str, tenant_id: str = Depends(tenant)):
     agent = await owned_agent(request, tenant_id, agent_id)
-    view = agent_view(agent, checked=checked_view(await check(request, agent.dsl)))
+    checked = checked_view(await check(request, agent.dsl))
+    checked["diagnostics"] = checked["diagnostics"] + await memory_warnings(request, tenant_id, agent.dsl)
+    view = agent_view(agent, checked=checked)
     view["endpoints"] = endpoints(str(request.base_url), agent)     # MCP, A2A and LangGraph (docs/protocols.md)
     return ok(view)
 
@@ -124,6 +127,7 @@ async def update_agent(request: Request, agent_id: str, body: AgentUpdate, tenan
     if agent is None:
         raise not_found(f"agent {agent_id}")
     checked = checked_view(await check(request, agent.dsl))
+    checked["diagnostics"] = checked["diagnostics"] + await memory_warnings(request, tenant_id, agent.dsl)
     if "dsl" in changes:        # every save of a DSL is kept as a version
         await record_version(store(request), agent, author=tenant_id, released=truthy(body.release),
                              diagnostics=checked)

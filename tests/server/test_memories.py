@@ -178,3 +178,16 @@ def test_a_worker_extracts_typed_memories_after_the_turn(tmp_path, layout):
     finally:
         for process in processes:
             process.kill()
+
+
+def test_an_agent_naming_a_memory_that_does_not_exist_is_warned_of(server, alice):
+    memory_id = _memory(alice)
+    dsl = reader_dsl("no-such-memory")
+    dsl["components"]["Message:M"]["obj"]["params"]["memory_ids"] = [memory_id]     # this one exists
+    created = alice.ok("POST", "/agents", {"title": "warned", "dsl": dsl})
+    assert created["compiles"] is True
+    warnings = [d for d in created["diagnostics"] if d["code"] == "unknown-memory"]
+    assert warnings == [{"code": "unknown-memory", "severity": "warning", "component_id": "Retrieval:R",
+                         "field": "params.memory_ids", "message": warnings[0]["message"]}]
+    assert "'no-such-memory'" in warnings[0]["message"]
+    assert [d["code"] for d in alice.ok("GET", f"/agents/{created['id']}")["diagnostics"]] == ["unknown-memory"]
