@@ -19,7 +19,7 @@ from canvas2graph.server.middleware import BodyLimit
 from canvas2graph.server.backend.webhook_runs import WebhookRuns
 from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
                            health, memories, recordings, schedules, templates, traces, versions, webhooks)
-from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, mcp_server
+from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, langgraph_store, mcp_server
 from canvas2graph.server.services import RunServices
 from canvas2graph.server import ui
 from canvas2graph.server.uploads import UploadPolicy
@@ -124,6 +124,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     a2a_server.install(app)
     langgraph_api.install(app)
     langgraph_crons.install(app)
+    langgraph_store.install(app)
     ui.install(app)             # the run inspector at `/` (static files only)
     app.state.code_policy = run_services.code_policy
     app.state.files = run_services.files
