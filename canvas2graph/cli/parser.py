@@ -106,6 +106,8 @@ def parser() -> argparse.ArgumentParser:
     add_templates_command(sub)
     from canvas2graph.cli.sessions import register as register_sessions     # its own module (issue 21)
     register_sessions(sub)
+    from canvas2graph.cli.memory import register as register_memory         # its own module (issue 35)
+    register_memory(sub)
     summarize_commands(sub)         # last: the summary names every command, those registered above too
     return p
 

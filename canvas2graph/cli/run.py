@@ -86,10 +86,12 @@ def run_environment(args):
 async def _run(compiled, environment, session, args, inputs, printer, files=None) -> int:
     from canvas2graph.runtime.run.checkpoint import open_checkpointer
     from canvas2graph.runtime.run.runner import Runner, TurnFailed, TurnRequest
+    from canvas2graph.runtime.services.memory import MEMORY_SERVICE, saves_memory
 
-    async with open_checkpointer(args.db) as saver:
+    async with open_checkpointer(args.db) as saver, _memories(compiled, args.db) as memory:
         context = environment.context(session, compiled.plan.dsl.components)
-        runner = Runner(compiled, saver, context.models, context.script, services=context.services,
+        services = context.services if memory is None else {**context.services, MEMORY_SERVICE: memory}
+        runner = Runner(compiled, saver, context.models, context.script, services=services,
                         name=agent_name(compiled, args.file))
         runner.preflight()
         # a new session's first turn: with no query, its first model call would be empty (a continued
@@ -117,7 +119,21 @@ async def _run(compiled, environment, session, args, inputs, printer, files=None
             interrupts.close()
             await environment.aclose()
         printer.done(runner.outcome)
+        if memory is not None and saves_memory(compiled.plan.dsl.components):
+            # the answer is out: now the typed memories of what the Messages saved (runtime/services/memory)
+            from canvas2graph.runtime.services.memory.extraction import extract_pending
+            await extract_pending(memory, context.models, tenant="")
         return {"finished": 0, "paused": 0, "cancelled": 130}.get(runner.outcome.status, 1)
+
+
+def _memories(compiled, db: str):
+    """LangGraph's memory store beside the sessions database, for a canvas that names memories (issue 35)."""
+    import contextlib
+    from canvas2graph.runtime.services.memory import memory_ids_of
+    from canvas2graph.runtime.services.memory.stores import open_memory_store
+    if not memory_ids_of(compiled.plan.dsl.components):
+        return contextlib.nullcontext()
+    return open_memory_store(db)
 
 
 MODEL_TYPES = ("LLM", "Agent", "Categorize")

@@ -209,8 +209,10 @@ class MemoryBook:
     async def save(self, memory: Memory, messages: list[MemoryMessage]) -> None:
         """Store messages of `memory` (tokens, vectors and sizes filled in), forgetting first if they would not fit."""
         vectors = await self._embed(memory, [m.content for m in messages])
-        for message, vector in zip(messages, vectors):
-            message.tokens = ranking.tokens(searchable_text(message))
+        # in a thread: the tokenizer's first use loads it (about a second), and a process's loop serves other turns
+        tokens = await asyncio.to_thread(lambda: [ranking.tokens(searchable_text(m)) for m in messages])
+        for message, vector, words in zip(messages, vectors, tokens):
+            message.tokens = words
             message.embedding = vector
             message.size = message_size(message.content, vector)
         added = sum(m.size for m in messages)
@@ -331,8 +333,8 @@ class MemoryBook:
         if not found or not str(query or "").strip():
             return []
         query_vector = await self._query_vector(memories, query)
-        scores = ranking.rank(query, [m.tokens for m in found], [m.embedding for m in found], query_vector,
-                              keywords_similarity_weight)
+        scores = await asyncio.to_thread(ranking.rank, query, [m.tokens for m in found], [m.embedding for m in found],
+                                         query_vector, keywords_similarity_weight)
         ranked = sorted(((s, m) for s, m in zip(scores, found) if s >= similarity_threshold),
                         key=lambda sm: sm[0], reverse=True)
         return [m for _, m in ranked[:top_n]]

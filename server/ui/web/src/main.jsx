@@ -7,6 +7,8 @@
 //   #/agents/<id>/sessions/<sid>/trace[/<cid>]      every step of every turn (a component's step open), forks
 //   #/agents/<id>/evaluations                       the agent's evaluations over datasets (testing.jsx)
 //   #/ingest                                        run an ingestion pipeline over documents into a dataset (ingest.jsx)
+//   #/memories                                      the tenant's memories (list, create, delete; memories.jsx)
+//   #/memories/<id>                                 one memory: its messages, a search, read, disable, forget
 import { useEffect, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import '@xyflow/react/dist/style.css';
@@ -19,6 +21,7 @@ import { RunPage } from './run.jsx';
 import { TracePage } from './trace.jsx';
 import { EvaluationsPage } from './testing.jsx';
 import { IngestPage } from './ingest.jsx';
+import { MemoriesPage, MemoryPage } from './memories.jsx';
 
 function SignIn({ message, onSignedIn }) {
   const [value, setValue] = useState('');
@@ -58,6 +61,7 @@ function parseRoute(hash) {
   const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(p => { try { return decodeURIComponent(p); } catch { return p; } });
   if (parts[0] === 'new') return { page: 'edit', agentId: null };
   if (parts[0] === 'ingest') return { page: 'ingest' };
+  if (parts[0] === 'memories') return parts[1] ? { page: 'memory', memoryId: parts[1] } : { page: 'memories' };
   if (parts[0] === 'agents' && parts[1]) {
     if (parts[2] === 'edit') return { page: 'edit', agentId: parts[1] };
     if (parts[2] === 'evaluations') return { page: 'evaluations', agentId: parts[1] };
@@ -97,6 +101,8 @@ function App() {
   else if (route.page === 'trace') page = <TracePage key={key} {...route} onAuthLost={onAuthLost} />;
   else if (route.page === 'evaluations') page = <EvaluationsPage key={key} agentId={route.agentId} onAuthLost={onAuthLost} />;
   else if (route.page === 'ingest') page = <IngestPage key={key} onAuthLost={onAuthLost} />;
+  else if (route.page === 'memories') page = <MemoriesPage key={key} onAuthLost={onAuthLost} />;
+  else if (route.page === 'memory') page = <MemoryPage key={key} memoryId={route.memoryId} onAuthLost={onAuthLost} />;
   else if (route.page === 'edit') page = <EditorPage key={key} agentId={route.agentId} onAuthLost={onAuthLost} />;
   else page = <AgentsPage key={key} onAuthLost={onAuthLost} />;
 
@@ -105,7 +111,7 @@ function App() {
       <a className="skip" href="#main" onClick={e => { e.preventDefault(); main.current.focus(); }}>Skip to content</a>
       <header className="top">
         <a className="brand" href="#/agents">canvas2graph</a>
-        <nav aria-label="Main"><a href="#/agents">Agents</a> <a href="#/ingest">Ingest</a></nav>
+        <nav aria-label="Main"><a href="#/agents">Agents</a> <a href="#/ingest">Ingest</a> <a href="#/memories">Memories</a></nav>
         {signedIn ? <button type="button" id="sign-out" onClick={() => { token.clear(); setSignedIn(false); }}>Sign out</button> : null}
       </header>
       <main id="main" ref={main} tabIndex={-1}>{page}</main>

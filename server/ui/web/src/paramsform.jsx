@@ -2,11 +2,13 @@
 // text, numbers, switches and choices as their own controls, anything structured as JSON checked as it is
 // typed. The fields every component inherits (retries, exception handling...) sit under "Advanced". An
 // Agent's tools are a list of tool entries, each with its own generated form, and its MCP servers a list of
-// servers with their tools (mcpform.jsx). Diagnostics that name a
-// field (`params.llm_id`) show under it.
+// servers with their tools (mcpform.jsx). A Message's memories (`memory_ids`, `user_id`) are picked by name, and a
+// Retrieval chooses its source, datasets or memories (memoryfield.jsx); the fields the chosen source does not use
+// are set aside. Diagnostics that name a field (`params.llm_id`) show under it.
 import { useEffect, useId, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
 import { McpField } from './mcpform.jsx';
+import { DATASET_ONLY, MemoryField, SourceField, idsOf, sourceOf } from './memoryfield.jsx';
 import { jsonError, pretty } from './util.js';
 
 const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
@@ -134,7 +136,18 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
   const names = Object.keys(props);
   const extra = Object.keys(params || {}).filter(k => !props[k]);
   const set = (name, v) => onChange({ ...(params || {}), [name]: v });
+  const values = params || {};
+  const memory = Boolean(props.memory_ids);             // saves to memories (a Message), or reads them (a Retrieval)
+  const reader = memory && Boolean(props.retrieval_from);
   const field = name => {
+    if (memory && name === 'memory_ids') {
+      return <MemoryField key={name} saves={!reader} ids={values.memory_ids} userId={values.user_id} problems={problems} prefix={prefix}
+        onIds={v => set('memory_ids', v)} onUserId={v => set('user_id', v)} />;
+    }
+    if (memory && name === 'user_id' && props.user_id) return null;          // in the memory field
+    if (reader && name === 'retrieval_from') {
+      return <SourceField key={name} params={values} onChange={v => set(name, v)} problems={problems} prefix={prefix} />;
+    }
     if (name === 'tools' && schemas.length) {
       return <ToolsField key={name} value={params[name]} onChange={v => set(name, v)} schemas={schemas} problems={problems} prefix={prefix} />;
     }
@@ -144,11 +157,24 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
     return <Field key={name} name={name} schema={resolve(props[name] || {}, defs)} value={(params || {})[name]} onChange={v => set(name, v)}
       problems={problems} prefix={prefix} />;
   };
-  const own = names.filter(n => !common.includes(n));
+  let own = names.filter(n => !common.includes(n));
   const shared = names.filter(n => common.includes(n));
+  let aside = [];                // what the Retrieval's source does not use, out of the way (never out of reach)
+  const source = reader ? sourceOf(values) : null;
+  if (reader) {
+    const unused = source === 'memory' ? DATASET_ONLY : ['memory_ids', 'user_id'];
+    aside = own.filter(n => unused.includes(n));
+    if (source === 'dataset' && !idsOf(values.memory_ids).length && !values.user_id) aside = [];
+    const first = source === 'memory' ? ['retrieval_from', 'memory_ids'] : ['retrieval_from'];
+    own = [...first, ...own.filter(n => !first.includes(n) && !unused.includes(n))];
+  }
   return (
     <div className="params-fields">
       {own.map(field)}
+      {aside.length ? (
+        <details className="unused-fields" open={problems.some(p => aside.some(n => p.field === `params.${n}` || (p.field || '').startsWith(`params.${n}.`)))}>
+          <summary>Not used when searching {source === 'memory' ? 'memories' : 'datasets'}</summary>{aside.map(field)}
+        </details>) : null}
       {extra.length ? <details className="extra-fields"><summary>Other fields ({extra.length})</summary>{extra.map(field)}</details> : null}
       {shared.length ? <details className="advanced"><summary>Advanced</summary>{shared.map(field)}</details> : null}
     </div>
