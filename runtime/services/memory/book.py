@@ -16,6 +16,7 @@ import logging
 import random
 import re
 import time
+import weakref
 from typing import Any, Callable, Iterable
 
 from canvas2graph.runtime.services.memory import ranking
@@ -28,7 +29,8 @@ log = logging.getLogger("canvas2graph.memory")
 PENDING = ("c2g_memory_pending",)   # exchanges whose typed memories are still to extract, for every tenant
 PAGE = 500                          # items read per store search while scanning a memory
 FORGET_TO = 0.9                     # a full memory forgets down to this share of its memory_size
-_locks: dict[tuple[str, str], asyncio.Lock] = {}
+_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]]" = \
+    weakref.WeakKeyDictionary()     # per event loop: an asyncio lock belongs to the loop it was made in
 
 
 class MemoryRefused(Exception):
@@ -40,8 +42,9 @@ class MemoryNotFound(MemoryRefused):
 
 
 def label(text: str) -> str:
-    """A namespace label (LangGraph's labels may not hold a dot)."""
-    return (text or "default").replace("%", "%25").replace(".", "%2E")
+    """A namespace label (LangGraph's labels may not hold a dot). No tenant (`run`, a LangGraph user's graph) is
+    "%00", which no escaped tenant name can be."""
+    return text.replace("%", "%25").replace(".", "%2E") if text else "%00"
 
 
 def new_message_id() -> int:
@@ -57,7 +60,8 @@ def stable_message_id(key: str, memory_id: str) -> int:
 
 
 def _lock(root: str, memory_id: str) -> asyncio.Lock:
-    return _locks.setdefault((root, memory_id), asyncio.Lock())
+    """Saves and changes of one memory, one at a time in this process (its usage count is read, then written)."""
+    return _locks.setdefault(asyncio.get_running_loop(), {}).setdefault((root, memory_id), asyncio.Lock())
 
 
 class MemoryBook:

@@ -35,6 +35,9 @@ function Types({ types }) {
   return <span className="memory-types">{(types || []).map(t => <span key={t} className={`tag type-${t}`}>{typeName(t)}</span>)}</span>;
 }
 
+/** A cell that names its column when a narrow window stacks the row (style.css: `td[data-label]::before`). */
+const Cell = ({ label, children, className }) => <td className={className} data-label={label}><div>{children}</div></td>;
+
 const Model = ({ id }) => (id ? <code className="model-id">{id}</code> : <span className="muted">none</span>);
 
 // --- the list ------------------------------------------------------------------------------------------------
@@ -57,17 +60,17 @@ function MemoryRow({ memory: m, onChanged }) {
   }
   return (
     <tr data-memory-id={m.id}>
-      <td data-label="Memory">
+      <Cell label="Memory">
         <a href={route('memories', m.id)} className="memory-link">{m.name}</a>
         {m.description ? <div className="muted description">{m.description}</div> : null}
-      </td>
-      <td data-label="Types"><Types types={m.memory_type} /></td>
-      <td data-label="Models" className="memory-models">
+      </Cell>
+      <Cell label="Keeps"><Types types={m.memory_type} /></Cell>
+      <Cell label="Models" className="memory-models">
         <div><span className="muted">Embedding:</span> <Model id={m.embd_id} /></div>
         <div><span className="muted">Chat:</span> <Model id={m.llm_id} /></div>
-      </td>
-      <td data-label="Size limit" className="memory-size">{sizeText(m.memory_size) || <span className="muted">…</span>}</td>
-      <td data-label="Created"><span title={m.create_date || ''}>{relativeTime(m.create_time)}</span></td>
+      </Cell>
+      <Cell label="Size limit" className="memory-size">{sizeText(m.memory_size) || <span className="muted">…</span>}</Cell>
+      <Cell label="Created"><span title={m.create_date || ''}>{relativeTime(m.create_time)}</span></Cell>
       <td className="memory-actions">
         <div className="row-actions">
           {asking ? (
@@ -277,16 +280,16 @@ function MessageRow({ memoryId, message: m, onChanged }) {
   return (
     <tr className={`message-row ${raw ? 'raw' : 'extracted'}${m.forget_at ? ' forgotten' : ''}${m.status ? '' : ' off'}`}
       data-message-id={m.message_id} data-type={m.message_type}>
-      <td data-label="Message" className="message-what">
+      <Cell label="Message" className="message-what">
         {raw ? <span className="message-kind">Exchange</span>
           : <span className="message-kind"><span aria-hidden="true" className="extract-mark">↳ </span><span className={`tag type-${m.message_type}`}>{typeName(m.message_type)}</span> memory</span>}
         {m.user_id ? <span className="muted"> · user <code>{m.user_id}</code></span> : null}
         <Content memoryId={memoryId} message={m} />
-      </td>
-      <td data-label="Agent">{raw ? <Who message={m} /> : null}</td>
-      <td data-label="Session">{raw ? <Session message={m} /> : null}</td>
-      <td data-label="Valid from" className="valid-at">{m.valid_at || ''}{m.invalid_at ? <div className="muted hint">until {m.invalid_at}</div> : null}</td>
-      <td data-label="State" className="message-state"><State message={m} /></td>
+      </Cell>
+      <Cell label="Agent">{raw ? <Who message={m} /> : null}</Cell>
+      <Cell label="Session">{raw ? <Session message={m} /> : null}</Cell>
+      <Cell label="Valid from" className="valid-at">{m.valid_at || ''}{m.invalid_at ? <div className="muted hint">until {m.invalid_at}</div> : null}</Cell>
+      <Cell label="State" className="message-state"><State message={m} /></Cell>
       <td className="message-actions"><MessageActions memoryId={memoryId} message={m} onChanged={onChanged} /></td>
     </tr>
   );
