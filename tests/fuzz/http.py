@@ -24,17 +24,24 @@ ROUTES = [
     ("DELETE", "/api/v1/agents/{id}/sessions"), ("POST", "/api/v1/agents/chat/completions"),
     ("POST", "/api/v1/agents/{id}/completions"), ("POST", "/api/v1/agents_openai/{id}/chat/completions"),
     ("POST", "/api/v1/tasks/{id}/cancel"),
+    ("POST", "/api/v1/memories"), ("GET", "/api/v1/memories"), ("PUT", "/api/v1/memories/{id}"),
+    ("GET", "/api/v1/memories/{id}"), ("DELETE", "/api/v1/memories/{id}"), ("GET", "/api/v1/memories/{id}/config"),
+    ("POST", "/api/v1/messages"), ("GET", "/api/v1/messages"), ("GET", "/api/v1/messages/search"),
+    ("PUT", "/api/v1/messages/{id}:{id}"), ("DELETE", "/api/v1/messages/{id}:1"),
+    ("GET", "/api/v1/messages/{id}:{id}/content"),
 ]
 IDS = ["x", "0" * 32, "%ED%A0%80", "%FF", "..", "a" * 300, "%00", "%F0%9F%98%80", "9" * 25]
 FIELDS = ["dsl", "query", "question", "title", "inputs", "session_id", "agent_id", "stream", "messages", "files",
-          "user_id", "format", "openai-compatible", "id", "ids", "delete_all"]
+          "user_id", "format", "openai-compatible", "id", "ids", "delete_all", "name", "memory_type", "embd_id",
+          "llm_id", "memory_id", "user_input", "agent_response", "status", "memory_size", "temperature"]
 
 
 @st.composite
 def requests(draw) -> tuple[str, str, dict, bytes]:
     method, path = draw(st.sampled_from(ROUTES))
     path = path.replace("{id}", draw(st.sampled_from(IDS)))
-    params = draw(st.dictionaries(st.sampled_from(["page", "page_size", "desc", "orderby", "id", "title", "dsl"]),
+    params = draw(st.dictionaries(st.sampled_from(["page", "page_size", "desc", "orderby", "id", "title", "dsl",
+                                                   "memory_id", "query", "top_n", "limit", "similarity_threshold"]),
                                   st.sampled_from(["1", "0", "-1", "99999999999999999999", "x", "", "1e5"]), max_size=2))
     kind = draw(st.sampled_from(["object", "object", "object", "json", "bytes"]))
     if kind == "object":
