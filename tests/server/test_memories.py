@@ -73,14 +73,28 @@ print(json.dumps(out))
 """
 
 
-def test_ragflow_sdk_027_memories_saved_by_one_agent_answer_another(tmp_path, sdk027_python):
-    db = str(tmp_path / "server.db")
-    with Server(db, tmp_path, SCRIPT) as server:
-        token, other = make_token(db, "alice"), make_token(db, "bob")
-        run = subprocess.run([sdk027_python, "-c", SDK_SCRIPT, token, other, server.url,
+def _layout(layout: str, tmp_path) -> tuple[str, list[Server]]:
+    """SQLite: one `serve` runs everything; PostgreSQL: `serve --workers 0` and a `worker` that runs the turns and
+    the extraction."""
+    if layout == "embedded":
+        db = str(tmp_path / "server.db")
+        return db, [Server(db, tmp_path, SCRIPT).start()]
+    db = postgres_url()
+    return db, [Server(db, tmp_path, SCRIPT, "--workers", "0").start(), Worker(db, tmp_path, SCRIPT).start()]
+
+
+@pytest.mark.parametrize("layout", ["embedded", "postgres"])
+def test_ragflow_sdk_027_memories_saved_by_one_agent_answer_another(tmp_path, sdk027_python, layout):
+    db, processes = _layout(layout, tmp_path)
+    try:
+        token, other = make_token(db, new_tenant()), make_token(db, new_tenant())
+        run = subprocess.run([sdk027_python, "-c", SDK_SCRIPT, token, other, processes[0].url,
                               json.dumps(saver_dsl("MEMORY")), json.dumps(reader_dsl("MEMORY"))],
                              capture_output=True, text=True, timeout=180)
-        assert run.returncode == 0, run.stderr + server.log.read_text()[-3000:]
+        assert run.returncode == 0, run.stderr + processes[0].log.read_text()[-3000:]
+    finally:
+        for process in processes:
+            process.kill()
     out = json.loads(run.stdout)
     assert out["memory"] == ["habits", ["raw", "semantic"], 5 * 1024 * 1024]
     assert out["said"] == ["Noted:I drink green tea every morning"]  # spaces next to a reference go, as in RAGFlow
@@ -156,13 +170,7 @@ def test_the_memory_api_refuses_bad_requests_naming_the_field(server, alice, bob
 @pytest.mark.parametrize("layout", ["embedded", "postgres"])
 def test_a_worker_extracts_typed_memories_after_the_turn(tmp_path, layout):
     """SQLite: `serve` runs turns and extraction; PostgreSQL: `serve --workers 0` queues, a `worker` extracts."""
-    if layout == "embedded":
-        db = str(tmp_path / "server.db")
-        processes = [Server(db, tmp_path, SCRIPT).start()]
-    else:
-        db = postgres_url()
-        processes = [Server(db, tmp_path, SCRIPT, "--workers", "0").start()]
-        processes.append(Worker(db, tmp_path, SCRIPT).start())
+    db, processes = _layout(layout, tmp_path)
     try:
         api = Api(processes[0], make_token(db, new_tenant()))
         memory_id = _memory(api, "semantic")

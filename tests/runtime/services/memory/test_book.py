@@ -127,3 +127,36 @@ async def test_deleting_a_memory_deletes_its_messages(book, store):
         await book.messages(memory.id)
     assert await store.asearch((book.root, "memory")) == []
     assert [i for i in await store.asearch(("c2g_memory_pending",)) if i.value["memory_id"] == memory.id] == []
+
+
+async def test_with_an_embedding_model_a_search_finds_what_means_the_same(book):
+    from canvas2graph.runtime.services.retrieval.embeddings import Embedder, ResolvedEndpoint
+    from tests.runtime.services.retrieval.conftest import EmbeddingServer
+    server = EmbeddingServer()
+    dog = "User Input: My dog is called Rex\nAgent Response: A fine name."
+    city = "User Input: I live in Lisbon\nAgent Response: A sunny city."
+    server.vectors = {dog: [1.0, 0.0, 0.0], city: [0.0, 1.0, 0.0], "which pet do I have": [0.9, 0.1, 0.0]}
+    try:
+        endpoint = ResolvedEndpoint("bge@Local", "bge", server.url, "key")
+        book.embedder = lambda embd_id: Embedder(endpoint, 10)
+        memory = await book.create("m", ["raw"], "bge@Local")
+        ids = await book.add_exchange([memory.id], user_input="My dog is called Rex", agent_response="A fine name.")
+        await book.add_exchange([memory.id], user_input="I live in Lisbon", agent_response="A sunny city.")
+        assert len((await book.message(memory.id, ids[memory.id])).embedding) == 3
+        # no word of the query is in either message: the vectors find the dog
+        found = await book.search([memory.id], "which pet do I have", keywords_similarity_weight=0.3,
+                                  similarity_threshold=0.5)
+        assert [m.message_id for m in found] == [ids[memory.id]]
+        assert book.notes == []
+    finally:
+        server.close()
+
+
+async def test_an_embedding_model_that_is_not_configured_ranks_by_text_and_says_so(book):
+    def unconfigured(embd_id):
+        raise LookupError(f"{embd_id} is not configured")
+    book.embedder = unconfigured
+    memory = await book.create("m", ["raw"], "missing@Nowhere")
+    await book.add_exchange([memory.id], user_input="My dog is called Rex", agent_response="A fine name.")
+    assert len(await book.search([memory.id], "dog")) == 1
+    assert any("missing@Nowhere" in n and "ranked by text" in n for n in book.notes)
