@@ -28,7 +28,9 @@ class MemoryExtraction:
         self._sweeper: asyncio.Task | None = None
 
     async def queue(self, tenant: str) -> None:
-        await self.engine.defer_job(KIND, tenant, lock=f"c2g-memory:{tenant}")
+        # one at a time per tenant (`lock`), and one waiting at most (`once`): a busy tenant's turns do not pile
+        # up jobs that would each find nothing left to extract
+        await self.engine.defer_job(KIND, tenant, lock=f"c2g-memory:{tenant}", once=f"c2g-memory-queued:{tenant}")
 
     async def after_turn(self, tenant: str, components: dict) -> None:
         """A turn of a canvas with these components ended: queue its tenant's extraction if a Message saves."""

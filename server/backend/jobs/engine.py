@@ -121,10 +121,16 @@ class JobEngine:
         task = self.app.configure_task(TURN_TASK, lock=_session_lock(session_id))
         return await task.defer_async(turn_id=turn_id)
 
-    async def defer_job(self, kind: str, job_id: str, *, lock: str | None = None) -> int:
-        """Queue background work of a kind other than turns (its handler runs it); returns the engine's job id."""
-        task = self.app.configure_task(JOB_TASK, lock=lock) if lock else self.app.configure_task(JOB_TASK)
-        return await task.defer_async(kind=kind, job_id=job_id)
+    async def defer_job(self, kind: str, job_id: str, *, lock: str | None = None,
+                        once: str | None = None) -> int | None:
+        """Queue background work of a kind other than turns (its handler runs it); returns the engine's job id.
+        With `once`, a job queued under that name and not started yet stands for this one (None is returned)."""
+        options: dict[str, Any] = {k: v for k, v in (("lock", lock), ("queueing_lock", once)) if v}
+        task = self.app.configure_task(JOB_TASK, **options)
+        try:
+            return await task.defer_async(kind=kind, job_id=job_id)
+        except procrastinate.exceptions.AlreadyEnqueued:
+            return None
 
     async def abort(self, job_id: int, turn_id: str) -> str | None:
         """Cancel a turn's job: "queued" when it had not started (it is deleted: it never runs), "running" when
