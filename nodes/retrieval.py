@@ -186,7 +186,10 @@ class Retrieval(Tool):
         if not query:
             return ToolOutput({"formalized_content": ""})
         if self.params.source() == "memory":
-            return await self._from_memory(query, str(args.get(USER_ARG) or ""), ctx)
+            user = args.get(USER_ARG)
+            if user is None and self.user_template is not None and not self.user_template.refs:
+                user = self.params.user_id      # as an Agent's tool: a literal user (variables need the canvas)
+            return await self._from_memory(query, str(user or ""), ctx)
         kb_ids = args.get(KB_IDS_ARG)
         if kb_ids is None and any(ref is not None for ref, _ in self.dataset_sources):
             kb_ids = [lit for ref, lit in self.dataset_sources if ref is None]     # as a tool: literal ids only
