@@ -153,7 +153,11 @@ class Retrieval(Tool):
             + [("params.user_id", r) for r in (self.user_template.refs if self.user_template else [])]
 
     def warnings(self) -> list[tuple[str, str, str]]:
-        return [("unsupported-option", why, f"params.{field}") for field, why in self.params.unsupported()]
+        found = [("unsupported-option", why, f"params.{field}") for field, why in self.params.unsupported()]
+        if self.params.source() == "memory" and not self.params.memory_ids:
+            found.append(("no-memory", "retrieval_from is \"memory\" but no memory is selected: every search fails",
+                          "params.memory_ids"))
+        return found
 
     def thoughts(self, state) -> str:
         return f"Keywords: {self.node_args(state).get('query', '')}"

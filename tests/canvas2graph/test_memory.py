@@ -3,6 +3,8 @@ Message saves there, its Retrieval reads there, each user's memories apart (`use
 `ainvoke`."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
@@ -57,3 +59,13 @@ async def test_a_graph_without_a_store_says_what_it_needs():
         await graph.ainvoke({"query": "hello"}, {"configurable": {"thread_id": "t"}},
                             context=RunContext(script=Script.load({})))
     assert failed.value.component_id == "Message:M"
+
+
+def test_a_retrieval_from_memory_with_no_memory_is_warned_of_at_compile_time():
+    from canvas2graph.compiler.canvas import diagnose
+    dsl = reader("m1")
+    del dsl["components"]["Retrieval:R"]["obj"]["params"]["memory_ids"]
+    compiled, diagnostics = diagnose(json.dumps(dsl).encode())
+    assert compiled is not None
+    assert [(d.code, d.component_id, d.field, d.severity) for d in diagnostics] == [
+        ("no-memory", "Retrieval:R", "params.memory_ids", "warning")]
