@@ -7,6 +7,8 @@ add the answer up this way.
 """
 from __future__ import annotations
 
+from canvas2graph.nodes.documents.markdown import strip_thinking
+
 
 def message_text(data: dict) -> str:
     """What one `message` event's data adds to the answer: its content, then `<think>` or `</think>`
@@ -17,3 +19,9 @@ def message_text(data: dict) -> str:
     elif data.get("end_to_think"):
         text += "</think>"
     return text
+
+
+def without_thinking(text: str) -> str:
+    """The answer a protocol's client reads: the logged answer less the model's thinking (MCP, A2A and
+    LangGraph's waits have no place for it)."""
+    return strip_thinking(text)

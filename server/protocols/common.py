@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from starlette.requests import HTTPConnection, Request
 
+from canvas2graph.server.backend.answer_text import without_thinking
 from canvas2graph.server.backend.conversations import Turn
 from canvas2graph.runtime.run.runner import TurnRejected, TurnRequest
 from canvas2graph.runtime.run.runner import Runner
@@ -175,16 +176,16 @@ async def run_to_end(turn: Turn, on_event: EventHook | None = None) -> TurnResul
                     await on_event(event)
         except Exception as e:      # noqa: BLE001 - the turn crashed: told to the client, never lost
             result.status, result.error = "failed", f"{type(e).__name__}: {e}"
-            result.content = turn.content
+            result.content = without_thinking(turn.content)
             done = True
             return result
         done = True
     finally:
         if not done:
             turn.cancel()
-    # the text as the turn's events add up to it: a turn taken over streams its cut-off step again, and the
-    # answer holds it once (as the session's message log does)
-    result.content = turn.content
+    # the text as the turn's events add up to it (a turn taken over streams its cut-off step again, and the
+    # answer holds it once, as the session's message log does), less the model's thinking
+    result.content = without_thinking(turn.content)
     outcome = turn.outcome
     result.status = "paused" if result.pause is not None else outcome.status
     result.error = result.error or outcome.error

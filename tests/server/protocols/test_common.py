@@ -38,3 +38,12 @@ def test_a_reply_holds_a_turn_taken_over_mid_message_once():
     assert result.content == "q=>Answer."
     assert [e["data"]["content"] for e in seen if e.get("event") == "message"] == ["q=>", "q=>", "Answer."]
     assert result.status == "finished"
+
+
+def test_a_reply_holds_the_answer_without_the_models_thinking():
+    think = {"event": "message", "message_id": "m", "data": {"content": "", "start_to_think": True}}
+    thought = {"event": "message", "message_id": "m", "data": {"content": "a retried payment is the usual cause."}}
+    done = {"event": "message", "message_id": "m", "data": {"content": "", "end_to_think": True}}
+    turn = _turn([started("Message:M"), think, thought, done, said("You were charged twice."), finished("Message:M"),
+                  END, turn_event("end", status="finished")])
+    assert asyncio.run(run_to_end(turn)).content == "You were charged twice."
