@@ -303,7 +303,8 @@ def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_s
         form = b.page.get_by_role("form", name=f"Params of {name}:1")
         expect(form).to_be_visible()
         own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
-        expect(form.locator(".param-field, fieldset.tools-field, fieldset.mcp-field")).to_have_count(len(own) + len(spec["common"]))
+        fields = ".param-field, fieldset.tools-field, fieldset.mcp-field, fieldset.memory-field, fieldset.source-field"
+        expect(form.locator(fields)).to_have_count(len(own) + len(spec["common"]))
         b.page.get_by_role("button", name="Close").click()
     assert b.errors == []
 

@@ -271,7 +271,8 @@ function Who({ message: m }) {
 function Session({ message: m }) {
   if (!m.session_id) return <span className="muted">none</span>;
   const known = m.agent_id && m.agent_name && m.agent_name !== 'Unknown';
-  const text = <code className="session-id">{m.session_id}</code>;
+  const short = m.session_id.length > 12 ? `${m.session_id.slice(0, 8)}…` : m.session_id;
+  const text = <code className="session-id" title={m.session_id}>{short}</code>;
   return known ? <a href={route('agents', m.agent_id, 'sessions', m.session_id)} aria-label={`Open the session ${m.session_id}`}>{text}</a> : text;
 }
 
@@ -286,8 +287,9 @@ function MessageRow({ memoryId, message: m, onChanged }) {
         {m.user_id ? <span className="muted"> · user <code>{m.user_id}</code></span> : null}
         <Content memoryId={memoryId} message={m} />
       </Cell>
-      <Cell label="Agent">{raw ? <Who message={m} /> : null}</Cell>
-      <Cell label="Session">{raw ? <Session message={m} /> : null}</Cell>
+      {/* a typed memory is of its exchange's agent and session: the cells stay empty (and unnamed when stacked) */}
+      <Cell label={raw ? 'Agent' : undefined}>{raw ? <Who message={m} /> : null}</Cell>
+      <Cell label={raw ? 'Session' : undefined}>{raw ? <Session message={m} /> : null}</Cell>
       <Cell label="Valid from" className="valid-at">{m.valid_at || ''}{m.invalid_at ? <div className="muted hint">until {m.invalid_at}</div> : null}</Cell>
       <Cell label="State" className="message-state"><State message={m} /></Cell>
       <td className="message-actions"><MessageActions memoryId={memoryId} message={m} onChanged={onChanged} /></td>

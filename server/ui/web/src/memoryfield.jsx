@@ -7,7 +7,7 @@ import { api } from './api.js';
 import { plainError } from './util.js';
 
 /** `memory_ids` as a list, whatever the DSL holds (RAGFlow's validator takes one id as a string too). */
-export const idsOf = value => (Array.isArray(value) ? value.map(String) : value ? [String(value)] : []);
+const idsOf = value => (Array.isArray(value) ? value.map(String) : value ? [String(value)] : []);
 
 /** Where a Retrieval searches, as RetrievalParams.source() decides: its `retrieval_from` when set, else its
  * datasets when it names some, else its memories when it names some, else datasets. */

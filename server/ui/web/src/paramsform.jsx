@@ -8,7 +8,7 @@
 import { useEffect, useId, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
 import { McpField } from './mcpform.jsx';
-import { DATASET_ONLY, MemoryField, SourceField, idsOf, sourceOf } from './memoryfield.jsx';
+import { DATASET_ONLY, MemoryField, SourceField, sourceOf } from './memoryfield.jsx';
 import { jsonError, pretty } from './util.js';
 
 const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
@@ -164,7 +164,6 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
   if (reader) {
     const unused = source === 'memory' ? DATASET_ONLY : ['memory_ids', 'user_id'];
     aside = own.filter(n => unused.includes(n));
-    if (source === 'dataset' && !idsOf(values.memory_ids).length && !values.user_id) aside = [];
     const first = source === 'memory' ? ['retrieval_from', 'memory_ids'] : ['retrieval_from'];
     own = [...first, ...own.filter(n => !first.includes(n) && !unused.includes(n))];
   }
