@@ -370,6 +370,7 @@ class TurnEvents:
 
         self.graph = graph
         self.canvas = canvas_of(graph)
+        refuse_pipeline(self.canvas)        # its steps write files' chunks, not RAGFlow's agent events
         self.input = graph_input
         self.config = config or {}
         self.context = context
@@ -512,6 +513,14 @@ async def _event_parts(graph, graph_input: Any, config: dict, **options: Any) ->
             yield part
         elif "langsmith:hidden" not in (event.get("tags") or ()):
             yield {"type": EVENTS_MODE, "ns": (), "data": event}
+
+
+def refuse_pipeline(compiled: Any) -> None:
+    """A UsageError for an ingestion pipeline, which runs over files, never as a conversation's turn."""
+    if getattr(compiled, "kind", "agent") == "pipeline":
+        from canvas2graph.types import UsageError
+        raise UsageError("this DSL is an ingestion pipeline (File -> Parser -> ...), not an agent: run it over "
+                         "files with `canvas2graph ingest PIPELINE FILE_OR_FOLDER... --kb NAME`")
 
 
 def ragflow_events(graph, graph_input: Any = None, config: dict | None = None, *, context: Any = None,

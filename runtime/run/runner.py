@@ -32,7 +32,7 @@ from canvas2graph.text import scrub
 from canvas2graph.types import RunContext
 from canvas2graph.compiler.canvas import CompiledCanvas
 from canvas2graph.nodes.begin import missing_fields, resume_value
-from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, EventAdapter, TurnEvents
+from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, EventAdapter, TurnEvents, refuse_pipeline
 from canvas2graph.runtime.run.retention import compact
 from canvas2graph.runtime.run.steps import ForkPlan
 from canvas2graph.runtime.graph.state import GLOBALS, HISTORY, REQUEST
@@ -158,10 +158,7 @@ def _paused(saved) -> bool:
 class Runner:
     def __init__(self, compiled: CompiledCanvas, checkpointer, models, script=None,
                  services: dict[str, Any] | None = None, *, name: str = "", tenant: str = ""):
-        if getattr(compiled, "kind", "agent") == "pipeline":
-            from canvas2graph.types import UsageError
-            raise UsageError("this DSL is an ingestion pipeline (File -> Parser -> ...), not an agent: run it over "
-                             "files with `canvas2graph ingest PIPELINE FILE_OR_FOLDER... --kb NAME`")
+        refuse_pipeline(compiled)
         self.compiled = compiled
         # what traces are named after (default: the DSL's title) and whose runs they are: runtime/services/observability.py
         self.name = name or compiled.plan.dsl.title

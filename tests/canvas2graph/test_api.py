@@ -263,3 +263,12 @@ async def test_ragflow_events_from_the_graph_s_own_stream_are_what_run_jsonl_pri
     assert [e["event"] for e in paused][:2] == ["workflow_started", "node_started"]
     assert resumed[-1]["event"] == "workflow_finished" and resumed[-1]["data"]["outputs"]["content"] == FINAL
     assert {e["task_id"] for e in paused} == {api_session}
+
+
+async def test_a_pipeline_is_refused_by_ragflow_events_saying_how_to_run_it():
+    from langgraph.checkpoint.memory import InMemorySaver
+    from canvas2graph.types import UsageError
+    graph = canvas2graph.compile(REPO / "fixtures" / "kb" / "pipeline.json", checkpointer=InMemorySaver())
+    with pytest.raises(UsageError, match="ingestion pipeline .* canvas2graph ingest"):
+        async for _ in canvas2graph.ragflow_events(graph, {"query": "hello"}, {"configurable": {"thread_id": "t"}}):
+            pass
