@@ -269,6 +269,6 @@ async def test_a_pipeline_is_refused_by_ragflow_events_saying_how_to_run_it():
     from langgraph.checkpoint.memory import InMemorySaver
     from canvas2graph.types import UsageError
     graph = canvas2graph.compile(REPO / "fixtures" / "kb" / "pipeline.json", checkpointer=InMemorySaver())
-    with pytest.raises(UsageError, match="ingestion pipeline .* canvas2graph ingest"):
+    with pytest.raises(UsageError, match=r"ingestion pipeline .*canvas2graph ingest"):
         async for _ in canvas2graph.ragflow_events(graph, {"query": "hello"}, {"configurable": {"thread_id": "t"}}):
             pass
