@@ -95,12 +95,16 @@ class WebhookTables:
         `per_seconds`; False when it is empty. One statement decides, so concurrent requests (and
         servers sharing a database) never take the same token twice."""
         now, rate = time.time(), capacity / per_seconds
-        level = "(CASE WHEN tokens + (? - ts) * ? > ? THEN ? ELSE tokens + (? - ts) * ? END)"
-        level_params = (now, rate, capacity, capacity, now, rate)
+        # time since the last take, never below 0: concurrent requests read the clock in one order and reach the
+        # database in another, and a request that read it earlier must not take back what a later one refilled
+        elapsed = "(CASE WHEN ? > ts THEN ? - ts ELSE 0 END)"
+        level = f"(CASE WHEN tokens + {elapsed} * ? > ? THEN ? ELSE tokens + {elapsed} * ? END)"
+        level_params = (now, now, rate, capacity, capacity, now, now, rate)
         for _ in range(2):
-            if await self.db.execute(f"UPDATE c2g_rate_buckets SET tokens = {level} - 1, ts = ? "
+            if await self.db.execute(f"UPDATE c2g_rate_buckets SET tokens = {level} - 1, "
+                                     "ts = CASE WHEN ? > ts THEN ? ELSE ts END "
                                      f"WHERE bucket = ? AND {level} >= 1",
-                                     (*level_params, now, bucket, *level_params)):
+                                     (*level_params, now, now, bucket, *level_params)):
                 return True
             if await self.db.fetchall("SELECT bucket FROM c2g_rate_buckets WHERE bucket = ?", (bucket,)):
                 return False
