@@ -1,7 +1,8 @@
 """What RAGFlow's memories cost on LangGraph's stores (issue 35): bytes per message, saves, searches, forgetting.
 
-    python -m bench.memory                    # the full run: 10,000 messages, FIFO over 5,000 saves, SQLite and PostgreSQL
-    python -m bench.memory --quick            # 1,000 messages, FIFO over 600 saves: a smoke run (under a minute)
+    python -m bench.memory                    # the full run (10,000 messages, FIFO over 5,000 saves, both stores):
+                                              # about 13 min on 2 cores
+    python -m bench.memory --quick            # 400 messages, FIFO over 300 saves: a smoke run (about 35 s)
     python -m bench.memory --stores sqlite    # leave PostgreSQL out
     python -m bench.memory --messages 3000    # another N (marks at N/10 and N)
     python -m bench.memory --pg postgresql://postgres@127.0.0.1:5432   # the server to make the run's database on
@@ -25,7 +26,8 @@ as the Message and Retrieval components use it:
   every save (never above `memory_size`), which messages are left (the newest), and the time of the saves that
   forgot against those that did not.
 
-Goals (exit 0 when met): saves at N within 1.5x of saves at N/10 (a save must not slow as the memory grows);
+Goals (exit 0 when met): saves at N within 1.5x of saves at N/10 (the median of each window: a save must not
+slow as the memory grows; one fsync stall or a busy neighbour moves a mean);
 FIFO usage never above memory_size and the newest messages kept; every message read back exactly once.
 Search, recent and page are stated with their growth (messages x10): they read the whole memory.
 """
@@ -51,7 +53,7 @@ if __package__ in (None, ""):          # `python bench/memory.py`: make the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from canvas2graph.runtime.services.memory import MemoryBook, ranking  # noqa: E402
-from canvas2graph.runtime.services.memory.book import label  # noqa: E402
+from canvas2graph.runtime.services.memory.book import PAGE  # noqa: E402
 from canvas2graph.runtime.services.memory.records import SIZE_LIMIT, exchange_text, message_size  # noqa: E402
 from canvas2graph.runtime.services.memory.stores import memory_path, open_memory_store  # noqa: E402
 
@@ -226,6 +228,10 @@ async def growth(book: MemoryBook, disk: Disk, n: int, marks: list[int], asks: l
         values = [m.value() for m in everything]
         json_bytes = statistics.mean(len(json.dumps(v, separators=(",", ":"))) for v in values)
         token_bytes = statistics.mean(len(json.dumps(v["tokens"], separators=(",", ":"))) for v in values)
+        namespace = book._messages(memory.id)
+        page_first = await _median_ms(lambda ns=namespace: book.store.asearch(ns, limit=PAGE, offset=0), 5)
+        page_last = await _median_ms(lambda ns=namespace, last=max(i - PAGE, 0):
+                                     book.store.asearch(ns, limit=PAGE, offset=last), 5)
         search_ms, hits = [], []
         for q in asks:
             t0 = time.perf_counter()
@@ -242,7 +248,7 @@ async def growth(book: MemoryBook, disk: Disk, n: int, marks: list[int], asks: l
             "save_window": [i - window + 1, i],
             "save_mean_ms": statistics.mean(wall[-window:]), "save_median_ms": statistics.median(wall[-window:]),
             "save_cpu_mean_ms": statistics.mean(cpu[-window:]),
-            "scan_ms": scan_ms,
+            "scan_ms": scan_ms, "store_page_first_ms": page_first, "store_page_last_ms": page_last,
             "search_p50_ms": nearest_rank(search_ms, 0.5), "search_p95_ms": nearest_rank(search_ms, 0.95),
             "search_hits_mean": statistics.mean(hits),
             "recent_ms": await _median_ms(lambda: book.recent([memory.id], limit=10), 10),
@@ -331,11 +337,13 @@ def goals(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     g = result["growth"]
     marks = sorted(g["marks"], key=int)
     first, last = g["marks"][marks[0]], g["marks"][marks[-1]]
-    ratio = last["save_mean_ms"] / first["save_mean_ms"]
+    ratio = last["save_median_ms"] / first["save_median_ms"]     # the median: an fsync stall or a busy
+    mean = last["save_mean_ms"] / first["save_mean_ms"]              # neighbour moves the mean of a few hundred
     f = result["fifo"]
     whole = all(m["read_back"] == m["messages"] == m["read_back_distinct"] for m in g["marks"].values())
     return {
-        "save": {"measured": f"{ratio:.2f}x ({last['save_mean_ms']:.2f} / {first['save_mean_ms']:.2f} ms)",
+        "save": {"measured": f"median {ratio:.2f}x ({last['save_median_ms']:.2f} / {first['save_median_ms']:.2f} ms; "
+                            f"mean {mean:.2f}x)",
                  "goal": f"<= {SAVE_GOAL}x", "met": ratio <= SAVE_GOAL, "ratio": ratio},
         "fifo_usage": {"measured": f"max {f['worst_usage']:,} of {f['memory_size']:,} bytes",
                        "goal": "<= memory_size", "met": f["worst_usage"] <= f["memory_size"]},
@@ -384,6 +392,11 @@ def table(results: list[dict[str, Any]]) -> list[str]:
             lambda r, k=k: f"{m(r, k)['scan_ms']:,.1f} ms")
     row(f"scan at {int(hi):,} / at {int(lo):,}", lambda r: f"**{m(r, hi)['scan_ms'] / m(r, lo)['scan_ms']:.1f}x**")
     for k in marks:
+        row(f"one store page of {PAGE} (LangGraph's asearch), first / last, median ms, {int(k):,}",
+            lambda r, k=k: f"{m(r, k)['store_page_first_ms']:,.1f} / {m(r, k)['store_page_last_ms']:,.1f}")
+    row(f"first page at {int(hi):,} / at {int(lo):,}",
+        lambda r: f"**{m(r, hi)['store_page_first_ms'] / m(r, lo)['store_page_first_ms']:.1f}x**")
+    for k in marks:
         row(f"recent (10 newest) / page (first 50), median ms, {int(k):,}",
             lambda r, k=k: f"{m(r, k)['recent_ms']:,.1f} / {m(r, k)['page_ms']:,.1f}")
     row(f"recent at {int(hi):,} / at {int(lo):,}", lambda r: f"**{m(r, hi)['recent_ms'] / m(r, lo)['recent_ms']:.1f}x**")
@@ -399,7 +412,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
     row("FIFO: saves that did not: mean (median) ms",
         lambda r: f"{f(r)['plain_mean_ms']:.2f} ({f(r)['plain_median_ms']:.2f})")
     row("FIFO: forgetting save / plain save",
-        lambda r: f"**{(f(r)['forgetting_mean_ms'] or 0) / f(r)['plain_mean_ms']:.0f}x**")
+        lambda r: f"**{(f(r)['forgetting_mean_ms'] or 0) / f(r)['plain_mean_ms']:.1f}x**")
     row("FIFO: forgetting, amortised over every save", lambda r: f"{f(r)['amortised_forgetting_ms']:.2f} ms")
     row("run time: growth, FIFO", lambda r: f"{r['growth_s']:.0f} s, {r['fifo_s']:.0f} s")
     return lines
@@ -407,18 +420,19 @@ def table(results: list[dict[str, Any]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="1,000 messages, FIFO over 600 saves holding ~200")
-    p.add_argument("--messages", type=int, help="messages of the growth memory (default 10,000; quick 1,000)")
-    p.add_argument("--fifo-saves", type=int, help="saves into the FIFO memory (default 5,000; quick 600)")
-    p.add_argument("--fifo-hold", type=int, help="messages the FIFO memory holds (default 2,000; quick 200)")
-    p.add_argument("--queries", type=int, default=30)
+    p.add_argument("--quick", action="store_true", help="400 messages, FIFO over 300 saves holding ~100, 10 queries")
+    p.add_argument("--messages", type=int, help="messages of the growth memory (default 10,000; quick 400)")
+    p.add_argument("--fifo-saves", type=int, help="saves into the FIFO memory (default 5,000; quick 300)")
+    p.add_argument("--fifo-hold", type=int, help="messages the FIFO memory holds (default 2,000; quick 100)")
+    p.add_argument("--queries", type=int, help="search queries at each mark (default 30; quick 10)")
     p.add_argument("--stores", default="sqlite,postgres", help="sqlite, postgres or both (comma-separated)")
     p.add_argument("--pg", default=SERVER, help=f"the PostgreSQL server to make the run's database on ({SERVER})")
     p.add_argument("--json", help="also write every figure to this file")
     args = p.parse_args(argv)
-    args.messages = args.messages or (1000 if args.quick else 10000)
-    args.fifo_saves = args.fifo_saves or (600 if args.quick else 5000)
-    args.fifo_hold = args.fifo_hold or (200 if args.quick else 2000)
+    args.messages = args.messages or (400 if args.quick else 10000)
+    args.fifo_saves = args.fifo_saves or (300 if args.quick else 5000)
+    args.fifo_hold = args.fifo_hold or (100 if args.quick else 2000)
+    args.queries = args.queries or (10 if args.quick else 30)
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     results = []
     for kind in stores:

@@ -1,9 +1,10 @@
 """Every speed and memory target in one command, each with its measured figure and whether it is met.
 
-    python -m bench.targets                  # the full run, about 20 min on 2 cores: run it alone on the machine
-    python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 6 min)
+    python -m bench.targets                  # the full run, about 33 min on 2 cores: run it alone on the machine
+    python -m bench.targets --quick          # few repetitions: a smoke run, noisy figures (about 7 min)
     python -m bench.targets --json out.json  # also write every figure
-    python -m bench.targets --skip server    # leave parts out: ragflow, handwritten, cli, server, scale, storage, log
+    python -m bench.targets --skip server    # leave parts out: ragflow, parallel, handwritten, cli, server, scale,
+                                             # storage, log, memory
 
 The parts, each a benchmark of its own that this command runs and reads:
 - `ragflow`: `python -m bench.ragflow`, RAGFlow's own engine side by side (needs `../shared/oracle` set up),
@@ -20,7 +21,10 @@ The parts, each a benchmark of its own that this command runs and reads:
 - `storage`: `python -m bench.storage`, the bytes a session stores (1,000 turns, 10,000 items, about 2.5 min;
   `--quick`: 100 turns and 1,000 items, targets it cannot reach are judged when already exceeded);
 - `log`: `python -m bench.message_log`, what logging a turn's messages costs at turn 5,000 against turn 10
-  (`--quick`: 1,000).
+  (`--quick`: 1,000);
+- `memory`: `python -m bench.memory`, RAGFlow's memories on LangGraph's stores (SQLite and PostgreSQL): saves at
+  10,000 messages against 1,000, FIFO forgetting within memory_size, and search's growth, stated (about 13 min;
+  `--quick`: 400 messages, about 35 s).
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ if __package__ in (None, ""):          # `python bench/targets.py`: make the rep
 from bench import ragflow              # noqa: E402  (after the path fix above)
 
 REPO = Path(__file__).resolve().parent.parent
-PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "scale", "storage", "log")
+PARTS = ("ragflow", "parallel", "handwritten", "cli", "server", "scale", "storage", "log", "memory")
 TEMPLATE = REPO / "canvas2graph" / "templates" / "ragflow" / "cajal_scientific_paper_agent.json"
 
 
@@ -228,6 +232,30 @@ def message_log_rows(quick: bool) -> tuple[list[Row], dict]:
                 f"{data['ratio']:.1f}x", f"<= {data['limit']:.0f}x", data["met"])], data
 
 
+def memory_rows(quick: bool) -> tuple[list[Row], dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "memory.json"
+        data = _json_of([sys.executable, "-m", "bench.memory", *(["--quick"] if quick else []), "--json", str(out)], out)
+    if not data:
+        return [Row("memories", "not measured (bench.memory failed)", "", False)], {}
+    rows = []
+    names = {"save": "a save at {hi:,} messages against one at {lo:,} (median)", "fifo_usage": "FIFO: a memory's usage",
+             "fifo_order": "FIFO: what is forgotten", "read_back": "every message read back once"}
+    for result in data["results"]:
+        store = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[result["store"]]
+        marks = result["growth"]["marks"]
+        lo, hi = min(marks, key=int), max(marks, key=int)
+        for key, goal in result["goals"].items():
+            rows.append(Row(f"memories on {store}: " + names[key].format(lo=int(lo), hi=int(hi)), goal["measured"],
+                            goal["goal"], goal["met"]))
+        first, last = marks[lo], marks[hi]
+        rows.append(Row(f"memories on {store}: search p50 at {int(hi):,} / at {int(lo):,} messages (text ranking)",
+                        f"{last['search_p50_ms']:.0f} / {first['search_p50_ms']:.1f} ms = "
+                        f"{last['search_p50_ms'] / first['search_p50_ms']:.0f}x",
+                        "stated (a search reads the whole memory)", None))
+    return rows, data
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.targets", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few repetitions: a smoke run, noisy figures")
@@ -275,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     if "storage" not in skip:
         storage_part, figures["storage"] = storage_rows(args.quick)
         rows += storage_part
+    if "memory" not in skip:
+        memory_part, figures["memory"] = memory_rows(args.quick)
+        rows += memory_part
     print(f"\n## Targets ({'quick run, noisy; ' if args.quick else ''}{time.perf_counter() - started:.0f} s)\n")
     print("| target | measured | goal | |\n|---|---|---|---|")
     print("\n".join(r.cells() for r in rows))
