@@ -27,7 +27,9 @@ from canvas2graph.runtime.services.memory.records import (
 log = logging.getLogger("canvas2graph.memory")
 
 PENDING = ("c2g_memory_pending",)   # exchanges whose typed memories are still to extract, for every tenant
-PAGE = 500                          # items read per store search while scanning a memory
+# items read per store search while scanning a memory: LangGraph's stores page with ORDER BY ... OFFSET, which reads
+# and sorts every item again for each page, so a scan in pages of 500 grew with the square of the memory
+PAGE = 10_000
 FORGET_TO = 0.9                     # a full memory forgets down to this share of its memory_size
 _locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]]" = \
     weakref.WeakKeyDictionary()     # per event loop: an asyncio lock belongs to the loop it was made in
@@ -337,6 +339,10 @@ class MemoryBook:
         if not found or not str(query or "").strip():
             return []
         query_vector = await self._query_vector(memories, query)
+        if query_vector is None and similarity_threshold > 0:
+            # ranked by text alone: a message with none of the query's words scores 0, so it is not ranked
+            words = set(await asyncio.to_thread(ranking.tokens, query))
+            found = [m for m in found if not words.isdisjoint(m.tokens)]
         scores = await asyncio.to_thread(ranking.rank, query, [m.tokens for m in found], [m.embedding for m in found],
                                          query_vector, keywords_similarity_weight)
         ranked = sorted(((s, m) for s, m in zip(scores, found) if s >= similarity_threshold),

@@ -114,8 +114,7 @@ class MemoryMessage:
 
     @classmethod
     def from_value(cls, value: dict[str, Any]) -> "MemoryMessage":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in value.items() if k in known})
+        return cls(**{k: v for k, v in value.items() if k in _MESSAGE_FIELDS})
 
     def value(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +124,9 @@ class MemoryMessage:
         if not content:
             del out["content"]
         return out
+
+
+_MESSAGE_FIELDS = frozenset(f.name for f in fields(MemoryMessage))
 
 
 def exchange_text(user_input: str, agent_response: str) -> str:

@@ -45,5 +45,8 @@ async def open_memory_store(db: str | None, *, pool: Any = None) -> AsyncIterato
     path = memory_path(db)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     async with AsyncSqliteStore.from_conn_string(path) as store:
+        # WAL: a save commits without syncing the file twice, and readers do not wait for writers
+        await store.conn.execute("PRAGMA journal_mode=WAL")
+        await store.conn.execute("PRAGMA synchronous=NORMAL")
         await store.setup()
         yield store
