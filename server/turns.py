@@ -58,11 +58,19 @@ async def memory_warnings(request: Request, tenant_id: str, dsl: Any) -> list[di
     named = memory_ids_of(components)
     if not named:
         return []
-    found = {m.id for m in await MemoryBook(store, tenant_id).find([m for _, _, m in named])}
-    return [Diagnostic(code="unknown-memory", severity="warning", component_id=component, field=field,
-                       message=f"memory {memory_id!r} does not exist (create it with POST /api/v1/memories); "
-                               "the component fails when it runs").to_dict()
-            for component, field, memory_id in named if memory_id not in found]
+    book = MemoryBook(store, tenant_id, embedder=request.app.state.run_services.memory_embedder)
+    found = {m.id: m for m in await book.find([m for _, _, m in named])}
+    out = []
+    for component, field, memory_id in named:
+        memory = found.get(memory_id)
+        if memory is None:
+            out.append(Diagnostic(code="unknown-memory", severity="warning", component_id=component, field=field,
+                                  message=f"memory {memory_id!r} does not exist (create it with POST /api/v1/memories); "
+                                          "the component fails when it runs"))
+        elif component.startswith("Retrieval") and book.embedder_problem(memory):
+            out.append(Diagnostic(code="memory-ranked-by-text", severity="warning", component_id=component,
+                                  field=field, message=f"memory {memory.name!r}: {book.embedder_problem(memory)}"))
+    return [d.to_dict() for d in out]
 
 
 async def require_compiles(request: Request, dsl: Any, what: str) -> None:

@@ -199,3 +199,11 @@ def test_an_agent_naming_a_memory_that_does_not_exist_is_warned_of(server, alice
                          "field": "params.memory_ids", "message": warnings[0]["message"]}]
     assert "'no-such-memory'" in warnings[0]["message"]
     assert [d["code"] for d in alice.ok("GET", f"/agents/{created['id']}")["diagnostics"]] == ["unknown-memory"]
+
+
+def test_a_retrieval_of_a_memory_without_an_embedding_model_is_told_it_ranks_by_words(server, alice):
+    memory_id = _memory(alice)          # no embd_id
+    created = alice.ok("POST", "/agents", {"title": "words", "dsl": reader_dsl(memory_id)})
+    [told] = [d for d in created["diagnostics"] if d["code"] == "memory-ranked-by-text"]
+    assert (told["component_id"], told["field"], told["severity"]) == ("Retrieval:R", "params.memory_ids", "warning")
+    assert "no embedding model" in told["message"]

@@ -273,6 +273,19 @@ class MemoryBook:
             self._note(f"memory {memory.id}: embedding model {memory.embd_id!r} failed ({e}); saved without a vector")
             return [None] * len(texts)
 
+    def embedder_problem(self, memory: Memory) -> str | None:
+        """Why a search of this memory ranks by text alone (no embedding model, or one that is not configured);
+        None when it ranks by meaning too."""
+        if not memory.embd_id:
+            return "it has no embedding model: searches rank messages by their words alone"
+        if self.embedder is None:
+            return f"no embedding model can be reached here ({memory.embd_id!r}): searches rank by words alone"
+        try:
+            self.embedder(memory.embd_id)
+        except Exception as e:      # noqa: BLE001 - not configured
+            return f"its embedding model {memory.embd_id!r} is not configured ({e}): searches rank by words alone"
+        return None
+
     def _embedder_for(self, memory: Memory):
         if not memory.embd_id or self.embedder is None:
             return None
