@@ -8,6 +8,14 @@ import os
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("canvas2graph")
+    except PackageNotFoundError:        # run from a checkout that is not installed
+        return "(not installed)"
+
+
 def default_db() -> str:
     return os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB)
 
@@ -95,6 +103,7 @@ def add_agent_test_commands(sub) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canvas2graph", description="Compile and run RAGFlow agent DSLs on LangGraph.")
+    p.add_argument("--version", action="version", version=f"canvas2graph {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            help="COMMAND --help says more")      # the summary: summarize_commands
 

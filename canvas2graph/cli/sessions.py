@@ -63,7 +63,9 @@ async def _sessions(args: argparse.Namespace) -> int:
                 print(json.dumps([s.as_dict() for s in sessions], indent=1))
             for s in sessions if args.format == "text" else ():
                 print(f"{s.id}  {s.as_dict()['last_active']}  {s.steps} steps"
-                      + (f"  tenant {s.tenant}  agent {s.agent_id}" if s.tenant else ""))
+                      + (f"  tenant {s.tenant}" if s.tenant else "") + (f"  agent {s.agent_id}" if s.agent_id else ""))
+            if args.format == "text":
+                print(f"{len(sessions)} session{'s' * (len(sessions) != 1)}")
         elif action == "show":
             print(json.dumps(await lifecycle.show_session(store, args.session), indent=1, default=str))
         elif action == "delete":
@@ -76,8 +78,10 @@ async def _sessions(args: argparse.Namespace) -> int:
         else:
             seconds = lifecycle.parse_duration(args.older_than)
             if args.dry_run:
-                for s in await lifecycle.idle_sessions(store, seconds):
+                idle = await lifecycle.idle_sessions(store, seconds)
+                for s in idle:
                     print(f"{s.id}  {s.as_dict()['last_active']}")
+                print(f"would delete {len(idle)} session{'s' * (len(idle) != 1)} idle for {args.older_than} or more")
                 return 0
             started = time.monotonic()
             # a running turn renews its lease: prune leaves a server's running sessions alone

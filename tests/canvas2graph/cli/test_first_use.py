@@ -24,6 +24,12 @@ def test_the_help_summary_names_every_command(tmp_path):
     assert all(name in summary for name in commands)
 
 
+def test_version_says_which_canvas2graph_this_is(tmp_path):
+    from importlib.metadata import version
+    done = cli(tmp_path, "--version")
+    assert done.returncode == 0 and done.stdout == f"canvas2graph {version('canvas2graph')}\n"
+
+
 def test_a_misspelt_option_is_reported_by_its_command_with_a_suggestion(tmp_path):
     done = cli(tmp_path, "run", "fixtures/demo/support_desk.json", "--qurey", "hi")
     assert done.returncode == 2

@@ -84,8 +84,12 @@ async def test_prune_dry_run_lists_the_idle_sessions_and_deletes_nothing(db):
     await chat(db, session, turns=1)
     dry = sessions_cli(db, "prune", "--older-than", "0s", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert session in dry.stdout
+    assert session in dry.stdout and "would delete" in dry.stdout.splitlines()[-1]
     assert (await stored(db, session))["checkpoints"] > 0
+    none = sessions_cli(db, "prune", "--older-than", "3000d", "--dry-run")
+    assert none.stdout.strip() == "would delete 0 sessions idle for 3000d or more"       # says so, not nothing
+    listed = sessions_cli(db, "list").stdout            # a session of `run` has no agent: none is named
+    assert "agent None" not in listed and listed.strip().splitlines()[-1].split()[1] in ("session", "sessions")
     bad = sessions_cli(db, "prune", "--older-than", "ten days")
     assert bad.returncode == 2 and "'ten days' is not a duration" in bad.stderr
 
