@@ -10,6 +10,7 @@ import io
 import json
 import os
 import sys
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -64,5 +65,8 @@ def run_cli(argv: list[str]) -> str:
 def survey_cli(examples: int, seed: int, survey) -> dict:
     from tests.fuzz.__main__ import _run
     folder = Path(tempfile.mkdtemp(prefix="c2g-cli-fuzz-"))
-    _run(st.tuples(command_lines(folder)), examples, lambda argv: survey.check(run_cli, argv), seed)
+    try:
+        _run(st.tuples(command_lines(folder)), examples, lambda argv: survey.check(run_cli, argv), seed)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return survey.report()

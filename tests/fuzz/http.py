@@ -7,6 +7,7 @@ query strings come from the API's routes with hostile ids and parameters.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,7 @@ class Target:
         self.client.close()
         self.server.stop()
         log = self.server.log.read_text(errors="replace")
+        shutil.rmtree(self.tmp, ignore_errors=True)
         assert "unhandled error" not in log, log[-2000:]
 
 

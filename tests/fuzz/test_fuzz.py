@@ -6,6 +6,7 @@ Failures shrink to a minimal example, which then belongs in tests/fuzz/test_regr
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -52,10 +53,17 @@ def test_no_request_gets_a_500_and_the_server_keeps_answering(target, request):
     target.send(*request)
 
 
-CLI_FOLDER = Path(tempfile.mkdtemp(prefix="c2g-cli-fuzz-"))
+CLI_FOLDER = Path(tempfile.gettempdir()) / f"c2g-cli-fuzz-{os.getpid()}"     # the strategy names files in it
+
+
+@pytest.fixture(scope="module")
+def cli_folder():
+    CLI_FOLDER.mkdir(exist_ok=True)
+    yield CLI_FOLDER
+    shutil.rmtree(CLI_FOLDER, ignore_errors=True)      # the suite leaves nothing in the temporary folder
 
 
 @fuzz(40)
 @given(argv=command_lines(CLI_FOLDER))
-def test_the_command_line_exits_with_a_status_and_never_a_traceback(argv):
+def test_the_command_line_exits_with_a_status_and_never_a_traceback(cli_folder, argv):
     run_cli(argv)
