@@ -231,9 +231,9 @@ async def _authorized(request: Request, agent_id: str) -> tuple[str, Agent] | JS
 
 def install(app: FastAPI) -> None:
     """Add the A2A routes (the agent card and the JSON-RPC endpoint) to `app`."""
-    template = AgentCard(name="canvas2graph", description="a canvas2graph agent", version="1.0.0",
-                         capabilities=AgentCapabilities(streaming=True),
-                         default_input_modes=["text/plain"], default_output_modes=["text/plain"])
+    # the handler's card stands for every agent (each request is answered with its own agent's card); complete,
+    # so that the SDK finds nothing missing in it at startup
+    template = agent_card(Agent(id="agent", tenant="", title="canvas2graph agent", dsl={}), "http://127.0.0.1")
     store_of = lambda: app.state.store         # noqa: E731 - opened by the app's lifespan, after install
     handler = CanvasRequestHandler(agent_executor=CanvasExecutor(), tasks=SharedTaskStore(store_of, task_scope),
                                    events=SharedEventStream(store_of), agent_card=template,

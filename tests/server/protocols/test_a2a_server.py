@@ -170,3 +170,8 @@ async def test_another_tenant_can_neither_reach_the_agent_nor_its_tasks_nor_its_
         refused = await last_task(client, user("hi", context_id=task.context_id))
     assert refused.status.state == TaskState.TASK_STATE_FAILED
     assert "not available" in get_message_text(refused.status.message)
+
+
+def test_the_server_starts_without_a2a_sdk_warning_of_an_incomplete_card(server):
+    # the handler's card stands for every agent's; a2a-sdk warns at startup when it lacks interfaces or skills
+    assert "not spec-compliant" not in server.log.read_text(errors="replace")
