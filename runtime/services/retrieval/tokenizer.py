@@ -46,8 +46,9 @@ POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 STEM_ONLY = False
 
 
-INSTALL_HINT = ("Retrieval needs RAGFlow's tokenizer, from the retrieval extra, which is not installed: "
-                "pip install 'canvas2graph[retrieval]'")
+INSTALL_HINT = ("RAGFlow's tokenizer (what retrieval, indexing and ingestion split text with) comes with the "
+                "retrieval extra, which is not installed: pip install 'canvas2graph[retrieval]' "
+                "(in a checkout: pip install -e '.[retrieval]')")
 
 
 class TokenizerUnavailable(RetrievalError):
