@@ -402,11 +402,11 @@ def test_the_testing_example_records_tests_and_evaluates_as_written(tmp_path):
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    case = json.loads((tmp_path / "cases" / "billing" / "case.json").read_text(encoding="utf-8"))
+    case = json.loads((tmp_path / "build" / "cases" / "billing" / "case.json").read_text(encoding="utf-8"))
     assert case["turns"][0]["expect"]["path"] == ["begin", "Categorize:Desk", "LLM:Billing", "Message:Answer"]
-    assert "PASS session billing-1 (cases/billing)" in done.stdout and "1 case(s): 1 passed, 0 failed" in done.stdout
-    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
-    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert "PASS session billing-1 (build/cases/billing)" in done.stdout and "1 case(s): 1 passed, 0 failed" in done.stdout
+    assert ET.parse(tmp_path / "build" / "junit.xml").getroot().get("failures") == "0"
+    report = json.loads((tmp_path / "build" / "report.json").read_text(encoding="utf-8"))
     assert [row["score"] for row in report["rows"]] == [1.0, 1.0, 1.0, 1.0, 0.5, 0.0]
     assert report["summary"]["score"] == 0.75 and report["summary"]["cost"] > 0
     assert "fixtures/demo/support_desk.json: score 0.75 over 6 scored row(s) of 6 (4 passed)" in done.stdout
