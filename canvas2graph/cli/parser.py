@@ -275,6 +275,8 @@ def add_templates_command(sub) -> None:
     tpc.add_argument("template", help="the template's name or id (see `templates list`)")
     tpc.add_argument("--tenant", required=True, help="the tenant the agent belongs to")
     tpc.add_argument("--title", help="the agent's title (default: the template's)")
+    tpc.add_argument("--exist-ok", action="store_true",
+                     help="when the tenant has an agent of that title already, print its id instead of failing")
     add_db(tpc, "the server's database")
     add_default_llm(tpc, "stored with the agent as the model of")
     tp.set_defaults(func="canvas2graph.cli.templates:cmd_templates")

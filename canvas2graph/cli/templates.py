@@ -50,6 +50,13 @@ async def _create(template: Template, args) -> int:
     title = args.title or template.text("title")
     try:
         async with open_store(args.db) as store:
+            if getattr(args, "exist_ok", False):
+                same, _ = await store.list_agents(args.tenant.strip(), title=title, page_size=1)
+                if same:
+                    found = same[0]
+                    print(found.id)
+                    print(f"agent {title!r} of tenant {args.tenant.strip()} exists already", file=sys.stderr)
+                    return 0
             agent = await store.create_agent(args.tenant.strip(), title, dsl, template.text("description") or None,
                                              template.document.get("avatar"),
                                              canvas_type=template.document.get("canvas_type"))

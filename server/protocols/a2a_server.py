@@ -196,9 +196,19 @@ class _Reporter:
 
     def __init__(self, updater: TaskUpdater, context: RequestContext):
         self.updater, self.context, self.chunks = updater, context, 0
+        self.thinking = False       # between a message's start_to_think and end_to_think: the model's reasoning
 
     async def __call__(self, event: dict) -> None:
         kind, data = event.get("event"), event.get("data") or {}
+        if kind == "message" and (data.get("start_to_think") or data.get("end_to_think")):
+            self.thinking = bool(data.get("start_to_think"))
+        if kind == "message" and self.thinking:
+            # the reasoning is no part of the answer: it goes out as working status, marked as thinking
+            if data.get("content"):
+                await self.updater.update_status(
+                    TaskState.TASK_STATE_WORKING, CanvasExecutor._text(self.context, data["content"]),
+                    metadata={"event": "thinking"})
+            return
         if kind in ("node_started", "node_finished"):
             what = "started" if kind == "node_started" else "finished"
             name = data.get("component_name") or data.get("component_id")
