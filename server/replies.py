@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Callable
 
 import orjson
 
-from canvas2graph.server.backend.answer_text import message_text
+from canvas2graph.server.backend.answer_text import message_text, thinking_of, without_thinking
 from canvas2graph.server.backend.conversations import Turn
 
 DONE = b"data:[DONE]\n\n"
@@ -198,7 +198,7 @@ def _chunk(turn: Turn, model: str, delta: dict, finish_reason: str | None = None
             "choices": [{"delta": delta, "finish_reason": finish_reason, "index": 0, "logprobs": None}]}
 
 
-def _delta(content: str, reference: Any = None) -> dict:
+def _delta(content: str | None, reference: Any = None) -> dict:
     delta = {"content": content, "role": "assistant", "function_call": None, "tool_calls": None}
     if reference:
         delta["reference"] = reference
@@ -208,10 +208,18 @@ def _delta(content: str, reference: Any = None) -> dict:
 def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
     """Chat-completion chunks for the answer's text, then (unlike RAGFlow) a last chunk with
     `finish_reason: "stop"` and the usage, then `data: [DONE]`."""
+    thinking = False        # a reasoning model's thinking goes out as `reasoning_content`, as RAGFlow's chat API does
+
     def frames(event: dict) -> list[bytes]:
+        nonlocal thinking
         kind, data = event.get("event"), event.get("data") or {}
         if kind == "message":
-            return [openai_frame(_chunk(turn, model, _delta(data.get("content") or "")))]
+            if data.get("start_to_think") or data.get("end_to_think"):
+                thinking = bool(data.get("start_to_think"))
+            text = data.get("content") or ""
+            if thinking:
+                return [openai_frame(_chunk(turn, model, {**_delta(None), "reasoning_content": text}))] if text else []
+            return [openai_frame(_chunk(turn, model, _delta(text)))] if text or not data.get("end_to_think") else []
         if kind == "message_end":
             return [openai_frame(_chunk(turn, model, _delta("", data.get("reference"))))]
         if kind == "user_inputs":        # a pause: show its tips, or the chat shows nothing
@@ -226,22 +234,25 @@ def openai_sse(turn: Turn, model: str) -> AsyncIterator[bytes]:
 
 
 async def openai_json(turn: Turn, model: str) -> dict:
-    content, reference = "", {}
+    tips, reference, failed = "", {}, None
     try:
         async for event in turn.events():
             kind, data = event.get("event"), event.get("data") or {}
-            if kind == "message":
-                content += data.get("content") or ""
-            elif kind == "user_inputs":
-                content += data.get("tips") or ""
+            if kind == "user_inputs":
+                tips += data.get("tips") or ""
             if isinstance(data.get("reference"), dict):
                 reference.update(data["reference"])
     except Exception as e:          # noqa: BLE001
-        content = f"**ERROR**: {e}"
+        failed = f"**ERROR**: {e}"
+    # the answer as the turn's events add up to it (a turn taken over holds its text once), its thinking apart
+    logged = turn.content
+    content, reasoning = failed or (without_thinking(logged) + tips), thinking_of(logged)
     usage = _usage(turn)
     usage["completion_tokens_details"] = {"reasoning_tokens": 0, "accepted_prediction_tokens": usage["completion_tokens"],
                                           "rejected_prediction_tokens": 0}
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
     if reference:
         message["reference"] = reference
     return {"id": turn.session.id, "object": "chat.completion", "created": int(time.time()), "model": model,

@@ -25,3 +25,9 @@ def without_thinking(text: str) -> str:
     """The answer a protocol's client reads: the logged answer less the model's thinking (MCP, A2A and
     LangGraph's waits have no place for it)."""
     return strip_thinking(text)
+
+
+def thinking_of(text: str) -> str:
+    """The model's thinking in a logged answer: what its `<think>` blocks hold, one after the other."""
+    import re
+    return "".join(re.findall(r"<think>(.*?)(?:</think>|\Z)", text, re.S))

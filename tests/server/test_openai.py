@@ -83,3 +83,28 @@ def test_errors_raise_in_the_openai_client(server, alice, bob, agent_id):
     with pytest.raises(openai.BadRequestError) as raised:
         client(server, alice.token, agent_id).chat.completions.create(model="m", messages=[{"role": "system", "content": "x"}])
     assert "no user message" in str(raised.value)
+
+
+def test_a_reasoning_models_thinking_is_reasoning_content_not_the_answer(tmp_path):
+    """The demo's billing model reasons first: OpenAI clients get its thinking as `reasoning_content` (as RAGFlow's
+    chat API sends it), never glued to the answer."""
+    from pathlib import Path
+    from tests.server.helpers import Api, Server, make_token
+    repo = Path(__file__).resolve().parents[2]
+    script = json.loads((repo / "fixtures" / "demo" / "support_desk.script.json").read_text())
+    dsl = json.loads((repo / "fixtures" / "demo" / "support_desk.json").read_text())
+    db = str(tmp_path / "s.db")
+    with Server(db, tmp_path, script) as server:
+        api = Api(server, make_token(db, "alice"))
+        desk = client(server, api.token, api.agent(dsl))
+        question = [{"role": "user", "content": "Why was I charged twice?"}]
+        reply = desk.chat.completions.create(model="m", messages=question).choices[0].message
+        assert "You were charged twice" in reply.content and "customer sees two charges" not in reply.content
+        assert reply.model_extra["reasoning_content"].startswith("The customer sees two charges")
+        chunks = [c.choices[0].delta for c in desk.chat.completions.create(model="m", messages=question, stream=True)
+                  if c.choices]
+        answer = "".join(d.content or "" for d in chunks)
+        thought = "".join((d.model_extra or {}).get("reasoning_content") or "" for d in chunks)
+        assert "You were charged twice" in answer and "customer sees two charges" not in answer
+        assert thought.startswith("The customer sees two charges")
+        api.close()
