@@ -16,6 +16,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+SCRIPTED_LLM = "scripted@LLMScript"     # the model of empty llm_ids under --llm-script: the script answers them all
+
+
+def default_llm_of(args) -> str | None:
+    """`run`'s `--default-llm`, or with `--llm-script` and none given, a name for the model the script stands in
+    for (the script replaces every model, those a template leaves empty too). `serve` keeps reporting empty ones:
+    its editor shows what a DSL lacks before it meets a real model."""
+    given = getattr(args, "default_llm", None)
+    return given or (SCRIPTED_LLM if getattr(args, "llm_script", None) else None)
+
+
 def default_db() -> str:
     return os.environ.get("CANVAS2GRAPH_DB", DEFAULT_DB)
 
@@ -46,7 +57,8 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
                    help="upload a file for this turn: PATH goes to sys.files, FIELD=PATH to the Begin file field "
                         "FIELD (repeatable); stored in $CANVAS2GRAPH_FILES_DIR, default ~/.canvas2graph/files")
     add_db(r, "sessions database: a SQLite file or a postgresql:// URL")
-    r.add_argument("--llm-script", help="JSON script of model replies; replaces every model (offline runs)")
+    r.add_argument("--llm-script", help="JSON script of model replies; replaces every model, those with an empty "
+                                        "llm_id too (offline runs)")
     r.add_argument("--models", help="models config file (TOML); default $CANVAS2GRAPH_MODELS")
     r.add_argument("--format", choices=["jsonl", "pretty"], default="pretty",
                    help="pretty: a live view for people (default); jsonl: RAGFlow's events, one per line")

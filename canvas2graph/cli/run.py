@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from canvas2graph.cli.compile import agent_name, read_json_file, read_source
+from canvas2graph.cli.parser import default_llm_of
 from canvas2graph.types import UsageError
 
 
 # --- run -------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     from canvas2graph.compiler.canvas import compile_dsl
-    compiled = compile_dsl(read_source(args.file), default_llm=args.default_llm)
+    compiled = compile_dsl(read_source(args.file), default_llm=default_llm_of(args))
     return run_compiled(compiled, args)
 
 

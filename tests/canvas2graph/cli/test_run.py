@@ -193,3 +193,18 @@ def test_a_run_killed_mid_turn_is_finished_before_the_next_question_which_is_ans
     turns = json.loads(trace.communicate(timeout=60)[0])["turns"]
     assert [(t["query"], t["status"]) for t in turns] == [("first", "finished"), ("second", "finished"),
                                                          ("third", "finished")]
+
+
+def test_a_script_answers_for_components_whose_llm_id_is_empty(tmp_path):
+    # RAGFlow's templates leave some llm_ids empty; --llm-script replaces every model, those too
+    template = tmp_path / "seo.json"
+    exported = cli("templates", "export", "market_seo_article_writer", "-o", str(template))
+    assert exported.wait(60) == 0
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"auto_reply": "scripted"}))
+    done = cli("run", str(template), "--llm-script", str(script), "--query", "hi", "--db", str(tmp_path / "s.db"))
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err
+    assert "llm_id is empty" not in err and "finished" in out
+    unscripted = cli("compile", str(template))
+    assert "llm_id is empty" in unscripted.communicate(timeout=120)[0]     # without a script, still said
