@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -38,6 +40,21 @@ __all__ = [
 ]
 
 PAUSE = "scripted_pause_s"     # a chunk's pause, between `_chunks` and `_paced`
+
+
+CITE = "{cite}"                     # in a reply: the id of the first passage the model was given
+_PASSAGE = re.compile(r"^ID: (\S+)", re.M)
+
+
+def _cited(reply: Reply, messages: list[BaseMessage]) -> Reply:
+    """`{cite}` in a reply's text as the id of the first passage (`ID: <n>`) in the model's messages, so that a
+    scripted answer cites a chunk the retrieval returned, whatever store it came from ("0" when none was given)."""
+    if CITE not in (reply.content or "") and not any(CITE in c for c in reply.chunks or []):
+        return reply
+    found = next((m.group(1) for message in messages for m in [_PASSAGE.search(message.text)] if m), "0")
+
+    chunks = [c.replace(CITE, found) for c in reply.chunks] if reply.chunks else reply.chunks
+    return replace(reply, content=(reply.content or "").replace(CITE, found), chunks=chunks)
 
 
 class ScriptedProviderError(Exception):
@@ -107,7 +124,7 @@ class ScriptedChatModel(BaseChatModel):
         reply = self.script.reply_for(self.component_id, _last_user_text(messages))
         if reply.error is not None:
             raise ScriptedProviderError(reply.error)
-        return reply
+        return _cited(reply, messages)
 
     def _tool_calls(self, reply: Reply) -> list[dict]:
         """LangChain tool calls; ids (``call_<model call>_<index>``) come from :meth:`Script.next_reply`."""

@@ -400,6 +400,9 @@ def test_the_ingest_example_runs_as_written(tmp_path):
     assert "support-kb: 3 file(s) ingested (3 chunks), 0 unchanged, 0 failed" in done.stdout
     assert (tmp_path / ".canvas2graph" / "retrieval.db").is_file()
     assert "✓ Retrieval:Docs" in done.stdout and "Title: refunds.md" in done.stdout      # found the ingested chunk
+    # the scripted answer cites the first chunk the retrieval returned ([ID:{cite}]), not an id of the index's
+    cited = re.search(r"within 5 business days \[ID:(\d+)\]", done.stdout).group(1)
+    assert f"ID: {cited}" in done.stdout           # the passage the Retrieval handed the model
     assert "The second charge is reversed automatically" in done.stdout
 
 

@@ -373,3 +373,10 @@ def test_tool_results_match_component_id_then_function_then_component_name():
 def test_a_tool_without_entries_runs_for_real():
     script = Script.load({"tool_results": {"TavilySearch": ["x"]}})
     assert script.next_tool_result(component_name="Retrieval", function_name="search_my_dateset") is None
+
+
+def test_cite_names_the_first_passage_the_model_was_given():
+    script = Script.load({"replies": ["Refunded in 5 days [ID:{cite}].", "Nothing to cite [ID:{cite}]."]})
+    knowledge = SystemMessage("Answer from these passages.\nID: 198\n├── Title: refunds.md\nID: 5\n├── Title: faq.md")
+    assert model(script).invoke([knowledge, HumanMessage("why?")]).content == "Refunded in 5 days [ID:198]."
+    assert model(script).invoke([HumanMessage("why?")]).content == "Nothing to cite [ID:0]."
