@@ -154,8 +154,10 @@ class RunContext:
                              "fields), allow_private"}}}
 
 
-class ComponentError(Exception):
-    """A component failed; carries the outputs RAGFlow reports in node_finished."""
+class ComponentError(RuntimeError):
+    """A component failed; carries the outputs RAGFlow reports in node_finished. A RuntimeError, so that LangGraph
+    Server (which shows the message of a few exception types only, "An internal error occurred" for others) tells
+    a client why a run failed: a model without its key, say."""
 
     def __init__(self, component_id: str, message: str, outputs: dict[str, Any] | None = None,
                  inputs: dict[str, Any] | None = None):

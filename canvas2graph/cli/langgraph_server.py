@@ -159,4 +159,7 @@ def cmd_langgraph(args) -> int:
     for a in agents:
         print(f"{a.source}: graph {a.graph_id!r} ({a.components} components)")
     print(f"wrote {out / 'langgraph.json'}; serve it with: cd {out} && langgraph dev")
+    print("its models come from the environment: the providers' keys (OPENAI_API_KEY, ...) or CANVAS2GRAPH_MODELS; "
+          f"offline, a script answers for every model: cd {out} && CANVAS2GRAPH_LLM_SCRIPT=/path/to/script.json "
+          "langgraph dev")
     return 0

@@ -66,6 +66,22 @@ def test_the_folder_holds_one_graph_per_dsl_a_langgraph_json_and_the_dsls(tmp_pa
     assert paused["__interrupt__"][0].value["tips"] == TIPS
 
 
+def test_langgraph_server_tells_a_client_why_a_component_failed():
+    # LangGraph Server shows the message of a few exception types only ("An internal error occurred" otherwise):
+    # a component's failure (a model without its key, say) is one of them
+    from langgraph_api.serde import default
+    from canvas2graph.types import ComponentError
+    failed = default(ComponentError("LLM:A", "LLM:A: OPENAI_API_KEY is not set"))
+    assert failed == {"error": "ComponentError", "message": "LLM:A: OPENAI_API_KEY is not set"}
+
+
+def test_the_printed_next_step_says_how_to_serve_offline_too(tmp_path, capsys):
+    out = tmp_path / "served"
+    assert main(["langgraph", str(write(tmp_path, "chat.json", CHAT_DSL)), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"cd {out} && langgraph dev" in printed and "CANVAS2GRAPH_LLM_SCRIPT=" in printed
+
+
 def test_a_dsl_that_does_not_compile_is_reported_and_nothing_is_written(tmp_path, capsys):
     broken = write(tmp_path, "broken.json", {"components": {"begin": cpn("Begin", {}, ["Nope:1"])}})
     out = tmp_path / "served"
