@@ -154,6 +154,11 @@ class RunContext:
                              "fields), allow_private"}}}
 
 
+class TurnRejected(Exception):
+    """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give, or a value no
+    session can store)."""
+
+
 class ComponentError(RuntimeError):
     """A component failed; carries the outputs RAGFlow reports in node_finished. A RuntimeError, so that LangGraph
     Server (which shows the message of a few exception types only, "An internal error occurred" for others) tells

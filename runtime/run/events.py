@@ -371,6 +371,16 @@ class TurnEvents:
         self.graph = graph
         self.canvas = canvas_of(graph)
         refuse_pipeline(self.canvas)        # its steps write files' chunks, not RAGFlow's agent events
+        if isinstance(graph_input, dict):
+            # repaired where it comes in, as every input from outside is (canvas2graph/text.py): a lone surrogate in a
+            # query would make every event that quotes it unencodable
+            from canvas2graph.text import scrub
+            from canvas2graph.runtime.graph.values import unstorable
+            graph_input = scrub(graph_input)
+            problem = unstorable({k: graph_input.get(k) for k in ("query", "inputs", "files")})
+            if problem:         # NaN, integers beyond 64 bits, ...: no checkpointer stores them, no event carries them
+                from canvas2graph.types import TurnRejected
+                raise TurnRejected(f"the request cannot be stored: {problem.replace('output ', '')}")
         self.input = graph_input
         self.config = config or {}
         self.context = context

@@ -29,7 +29,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
 from canvas2graph.text import scrub
-from canvas2graph.types import RunContext
+from canvas2graph.types import RunContext, TurnRejected
 from canvas2graph.compiler.canvas import CompiledCanvas
 from canvas2graph.nodes.begin import missing_fields, resume_value
 from canvas2graph.runtime.run.events import FINISH, MESSAGE_ID, STREAM_MODES, EventAdapter, TurnEvents, refuse_pipeline
@@ -112,8 +112,6 @@ class TurnOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class TurnRejected(Exception):
-    """The request cannot run on this session as it is (e.g. a pause needs inputs it did not give)."""
 
 
 class TurnFailed(Exception):

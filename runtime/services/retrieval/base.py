@@ -58,6 +58,7 @@ class ScoringBackend:
         self.cfg = cfg or RetrievalConfig()
         self.models = ModelEndpoints(self.cfg)
         self._fulltext: asyncio.Future | None = None
+        self._query_builder: FulltextQuery | None = None      # once loaded, for every event loop
 
     # --- what a backend implements -------------------------------------------------------
     async def search(self, p: Pass) -> Page:
@@ -80,13 +81,20 @@ class ScoringBackend:
 
     # --- the shared flow -----------------------------------------------------------------
     def warm(self) -> None:
-        """Start loading the tokenizer (about a second) so the first retrieval does not pay for it."""
-        if self._fulltext is None:
+        """Start loading the tokenizer (about a second) so the first retrieval does not pay for it. A backend
+        outlives event loops (a process's default environment serves one `asyncio.run` after another): a load
+        begun in a loop that has closed since is begun again in this one."""
+        if self._query_builder is not None:
+            return
+        loading = self._fulltext
+        if loading is None or loading.get_loop() is not asyncio.get_running_loop() or loading.cancelled():
             self._fulltext = asyncio.ensure_future(asyncio.to_thread(FulltextQuery))
 
     async def fulltext(self) -> FulltextQuery:
-        self.warm()
-        return await asyncio.shield(self._fulltext)
+        if self._query_builder is None:
+            self.warm()
+            self._query_builder = await asyncio.shield(self._fulltext)
+        return self._query_builder
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalResult:
         try:
