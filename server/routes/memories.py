@@ -19,7 +19,7 @@ memory store (LangGraph's: runtime/services/memory). Each tenant sees its own me
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable
 
 from fastapi import APIRouter, Body, Depends, Request
 
@@ -63,6 +63,14 @@ def _float(request: Request, name: str, default: float) -> float:
     return number
 
 
+async def answered(call: Awaitable[Any]) -> Any:
+    """What a MemoryBook call returns; its refusal as RAGFlow answers it (404 for what is not found, else 101)."""
+    try:
+        return await call
+    except MemoryRefused as e:
+        raise _failed(e) from None
+
+
 def _failed(e: MemoryRefused) -> ApiError:
     if isinstance(e, MemoryNotFound):
         return ApiError(RetCode.NOT_FOUND, str(e), status=404)
@@ -88,11 +96,8 @@ def _required(body: dict, *names: str) -> None:
 async def create_memory(request: Request, body: Any = Body(None), tenant_id: str = Depends(tenant)) -> dict:
     body = _body(body)
     _required(body, "name", "memory_type", "embd_id", "llm_id")
-    try:
-        memory = await book(request, tenant_id).create(body["name"], body["memory_type"], body.get("embd_id") or "",
-                                                       body.get("llm_id") or "")
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    memory = await answered(book(request, tenant_id).create(body["name"], body["memory_type"],
+                                                            body.get("embd_id") or "", body.get("llm_id") or ""))
     return {"code": 0, "message": True, "data": memory.api()}
 
 
@@ -119,28 +124,19 @@ async def update_memory(request: Request, memory_id: str, body: Any = Body(None)
     body = _body(body)
     allowed = ("name", "permissions", "llm_id", "embd_id", "memory_type", "memory_size", "forgetting_policy",
                "temperature", "avatar", "description", "system_prompt", "user_prompt")
-    try:
-        memory = await book(request, tenant_id).update(memory_id, {k: v for k, v in body.items() if k in allowed})
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    memory = await answered(book(request, tenant_id).update(memory_id, {k: v for k, v in body.items() if k in allowed}))
     return {"code": 0, "message": True, "data": memory.api()}
 
 
 @router.delete("/memories/{memory_id}")
 async def delete_memory(request: Request, memory_id: str, tenant_id: str = Depends(tenant)) -> dict:
-    try:
-        await book(request, tenant_id).delete(memory_id)
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    await answered(book(request, tenant_id).delete(memory_id))
     return {"code": 0, "message": True, "data": None}
 
 
 @router.get("/memories/{memory_id}/config")
 async def memory_config(request: Request, memory_id: str, tenant_id: str = Depends(tenant)) -> dict:
-    try:
-        memory = await book(request, tenant_id).get(memory_id)
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    memory = await answered(book(request, tenant_id).get(memory_id))
     return {"code": 0, "message": True, "data": memory.api()}
 
 
@@ -149,13 +145,9 @@ async def memory_messages(request: Request, memory_id: str, tenant_id: str = Dep
     q = request.query_params
     page = int_param(q.get("page"), "page", 1, 1)
     page_size = int_param(q.get("page_size"), "page_size", 50, 1, MAX_PAGE_SIZE)
-    memories = book(request, tenant_id)
-    try:
-        rows, total = await memories.page(memory_id, page=page, page_size=page_size,
-                                          agent_ids=_ids(request, "agent_id") or None,
-                                          keywords=(q.get("keywords") or "").strip() or None)
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    rows, total = await answered(book(request, tenant_id).page(
+        memory_id, page=page, page_size=page_size, agent_ids=_ids(request, "agent_id") or None,
+        keywords=(q.get("keywords") or "").strip() or None))
     titles = await _agent_titles(request, tenant_id, {r["agent_id"] for r in rows} |
                                  {x["agent_id"] for r in rows for x in r["extract"]})
     for row in rows:
@@ -240,27 +232,18 @@ async def set_message_status(request: Request, memory_message: str, body: Any = 
     _required(body, "status")
     if not isinstance(body["status"], bool):
         raise argument_error("Status must be a boolean.")
-    try:
-        await book(request, tenant_id).set_status(*_split(memory_message), body["status"])
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    await answered(book(request, tenant_id).set_status(*_split(memory_message), body["status"]))
     return ok(True, message=True)
 
 
 @router.delete("/messages/{memory_message}")
 async def forget_message(request: Request, memory_message: str, tenant_id: str = Depends(tenant)) -> dict:
-    try:
-        await book(request, tenant_id).forget(*_split(memory_message))
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    await answered(book(request, tenant_id).forget(*_split(memory_message)))
     return {"code": 0, "message": True, "data": None}
 
 
 @router.get("/messages/{memory_message}/content")
 async def message_content(request: Request, memory_message: str, tenant_id: str = Depends(tenant)) -> dict:
-    try:
-        message = await book(request, tenant_id).message(*_split(memory_message))
-    except MemoryRefused as e:
-        raise _failed(e) from None
+    message = await answered(book(request, tenant_id).message(*_split(memory_message)))
     return {"code": 0, "message": True,
             "data": {**message.api(), "content_embed": message.embedding or [], "id": f"{message.memory_id}_{message.message_id}"}}
