@@ -18,7 +18,7 @@ from canvas2graph.nodes.jinja import replace_names
 from canvas2graph.nodes.llm import AnswerText, stream_generation
 from canvas2graph.nodes.registry import register
 from canvas2graph.runtime.graph.state import REFERENCE, channel, merge_reference, outputs_of
-from canvas2graph.runtime.graph.values import is_pending, resolve
+from canvas2graph.runtime.graph.values import is_pending, render, resolve
 
 
 
@@ -100,7 +100,7 @@ class Message(Node):
         query = str(globals_.get("sys.query") or "")
         user_id = ""
         if self.user_template is not None:
-            user_id = "".join(p if isinstance(p, str) else str(resolve(state, p) or "") for p in self.user_template.exact)
+            user_id = render(self.user_template, state)
         user_id = user_id or str(globals_.get("sys.user_id") or "")
         session = getattr(ctx, "session_id", "") or thread_id()
         key = exchange_key(session, globals_.get("sys.conversation_turns"), self.id, query, content)

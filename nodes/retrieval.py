@@ -18,7 +18,7 @@ from canvas2graph.nodes.base import Params, Result, bare_or_braced_ref, settle_p
 from canvas2graph.nodes.registry import register
 from canvas2graph.nodes.tool import Tool, ToolArg, ToolError, ToolOutput, found
 from canvas2graph.runtime.graph.state import REFERENCE
-from canvas2graph.runtime.graph.values import resolve
+from canvas2graph.runtime.graph.values import render, resolve
 
 log = logging.getLogger(__name__)
 KB_IDS_ARG = "__kb_ids"       # dataset ids resolved from canvas variables, passed from run() to execute()
@@ -174,7 +174,7 @@ class Retrieval(Tool):
     def memory_user(self, state) -> str:
         if self.user_template is None:
             return ""
-        return "".join(p if isinstance(p, str) else str(resolve(state, p) or "") for p in self.user_template.exact)
+        return render(self.user_template, state)
 
     async def run(self, state, ctx) -> Result:
         state, writes = await settle_pending(self, [r for _, r in self.references()], state, ctx)
