@@ -1,7 +1,6 @@
 """Every memory test runs over each of LangGraph's stores: in memory, SQLite (the embedded default) and PostgreSQL."""
 from __future__ import annotations
 
-import contextlib
 import uuid
 
 import pytest
@@ -26,5 +25,3 @@ async def store(request, tmp_path):
 def book(store) -> MemoryBook:
     """A tenant of its own: tests on one PostgreSQL database never see each other's memories."""
     return MemoryBook(store, f"tenant-{uuid.uuid4().hex[:8]}")
-
-
