@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterable
 
 from canvas2graph.runtime.services.memory import ranking
 from canvas2graph.runtime.services.memory.records import (
-    NAME_LIMIT, PERMISSIONS, POLICIES, SIZE_LIMIT, TIME_FORMAT, Memory, MemoryMessage, exchange_text, memory_types,
-    message_size, now_ms, searchable_text)
+    NAME_LIMIT, PERMISSIONS, POLICIES, SIZE_LIMIT, Memory, MemoryMessage, exchange_text, memory_types,
+    message_size, now_ms, now_text, searchable_text)
 
 log = logging.getLogger("canvas2graph.memory")
 
@@ -386,7 +386,7 @@ class MemoryBook:
 
     async def forget(self, memory_id: str, message_id: Any) -> None:
         """Mark a message forgotten: no search or recent list finds it, and FIFO drops it first."""
-        await self._change(memory_id, message_id, forget_at=time.strftime(TIME_FORMAT, time.localtime()))
+        await self._change(memory_id, message_id, forget_at=now_text())
 
     async def set_status(self, memory_id: str, message_id: Any, status: bool) -> None:
         await self._change(memory_id, message_id, status=bool(status))

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from datetime import datetime
 from typing import Any
 
 from canvas2graph.runtime.services.memory.book import PENDING, MemoryBook, MemoryNotFound, label, new_message_id
-from canvas2graph.runtime.services.memory.records import EXTRACTED, TIME_FORMAT, MemoryMessage, exchange_text
+from canvas2graph.runtime.services.memory.records import EXTRACTED, TIME_FORMAT, MemoryMessage, exchange_text, now_text
 
 log = logging.getLogger("canvas2graph.memory")
 
@@ -50,7 +49,7 @@ def system_prompt(kinds: list[str]) -> str:
 
 def user_prompt(user_input: str, agent_response: str, when: str, custom: str | None = None) -> list[str]:
     exchange = (f"Exchange:\n{exchange_text(user_input, agent_response)}\n"
-                f"Time of the exchange: {when}\nTime now: {time.strftime(TIME_FORMAT, time.localtime())}")
+                f"Time of the exchange: {when}\nTime now: {now_text()}")
     return [custom, exchange] if custom else [exchange]
 
 
