@@ -228,6 +228,9 @@ class MemoryBook:
                 used = await self._forget_for(memory, added)
             for message in messages:
                 await self.store.aput(self._messages(memory.id), str(message.message_id), message.value(), index=False)
+            # a running count: it drifts up when a message is saved again under its id (a step run again) and down
+            # when two processes save to one memory at once (this lock is per process); the forgetting pass counts
+            # exactly before it forgets, so a drift delays or hastens forgetting, never loses a message
             await self.store.aput(self._usage, memory.id, {"bytes": used + added}, index=False)
 
     async def replace_extracted(self, memory: Memory, source_id: int, messages: list[MemoryMessage]) -> None:
