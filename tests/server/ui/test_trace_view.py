@@ -141,6 +141,13 @@ def test_agents_show_description_component_count_and_last_run(browsing, ui_serve
     b.page.reload()
     expect(row.locator("td").nth(2)).to_have_text("just now")
     b.shot("agents")
+    # later, by the page's clock: minutes up to an hour, then hours (every age from 90 s to 90 min read "1 h ago")
+    from datetime import datetime, timedelta
+    for later, shown in ((timedelta(seconds=90), "2 min ago"), (timedelta(minutes=50), "50 min ago"),
+                         (timedelta(minutes=95), "2 h ago"), (timedelta(hours=30), "1 d ago")):
+        b.page.clock.set_fixed_time(datetime.now() + later)
+        b.page.reload()
+        expect(row.locator("td").nth(2)).to_have_text(shown)
 
 
 def test_the_trace_reads_at_400_pixels(browsing, ui_server, alice_token):

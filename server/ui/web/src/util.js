@@ -30,7 +30,8 @@ export function relativeTime(value, now = Date.now()) {
   if (!when) return '';
   const diff = Math.round((now - when.getTime()) / 1000);
   if (diff < 45) return 'just now';
-  const units = [[60, 'min', 60], [3600, 'h', 24 * 3600], [86400, 'd', 30 * 86400]];
+  // [seconds a unit holds, its name, the age from which the next unit takes over]
+  const units = [[60, 'min', 3600], [3600, 'h', 24 * 3600], [86400, 'd', 30 * 86400]];
   for (const [size, name, limit] of units) {
     if (diff < limit) return `${Math.max(1, Math.round(diff / size))} ${name} ago`;
   }
