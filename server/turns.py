@@ -59,17 +59,19 @@ async def memory_warnings(request: Request, tenant_id: str, dsl: Any) -> list[di
     if not named:
         return []
     book = MemoryBook(store, tenant_id, embedder=request.app.state.run_services.memory_embedder)
-    found = {m.id: m for m in await book.find([m for _, _, m in named])}
+    found = {m.id: m for m in await book.find([memory_id for _, _, memory_id, _ in named])}
     out = []
-    for component, field, memory_id in named:
+    for component, field, memory_id, kind in named:
         memory = found.get(memory_id)
         if memory is None:
             out.append(Diagnostic(code="unknown-memory", severity="warning", component_id=component, field=field,
                                   message=f"memory {memory_id!r} does not exist (create it with POST /api/v1/memories); "
                                           "the component fails when it runs"))
-        elif component.startswith("Retrieval") and book.embedder_problem(memory):
+            continue
+        problem = book.embedder_problem(memory) if kind == "Retrieval" else None
+        if problem:
             out.append(Diagnostic(code="memory-ranked-by-text", severity="warning", component_id=component,
-                                  field=field, message=f"memory {memory.name!r}: {book.embedder_problem(memory)}"))
+                                  field=field, message=f"memory {memory.name!r}: {problem}"))
     return [d.to_dict() for d in out]
 
 

@@ -114,7 +114,7 @@ async def list_memories(request: Request, tenant_id: str = Depends(tenant)) -> d
         raise argument_error(str(e)) from None
     keys = ("id", "name", "avatar", "tenant_id", "owner_name", "memory_type", "storage_type", "embd_id", "llm_id",
             "permissions", "description", "create_time", "create_date")
-    rows = [{**{k: m.api()[k] for k in keys}, "embd_name": m.embd_id.rsplit("@", 1)[0]} for m in found]
+    rows = [{**{k: v for k, v in m.api().items() if k in keys}, "embd_name": m.embd_id.rsplit("@", 1)[0]} for m in found]
     return {"code": 0, "message": True, "data": {"memory_list": rows, "total_count": total}}
 
 

@@ -27,10 +27,10 @@ __all__ = ["MemoryBook", "MemoryRefused", "MemoryNotFound", "Memory", "MemoryMes
            "memory_ids_of", "saves_memory", "MEMORY_SERVICE", "EMBEDDER_SERVICE"]
 
 
-def memory_ids_of(components: dict) -> list[tuple[str, str, str]]:
-    """(component id, field, memory id) of every memory a DSL's or plan's components name: Messages that save to
-    memories and Retrievals that read them (Agents' Retrieval tools included)."""
-    found: list[tuple[str, str, str]] = []
+def memory_ids_of(components: dict) -> list[tuple[str, str, str, str]]:
+    """(component id, field, memory id, kind) of every memory a DSL's or plan's components name, the kind being
+    "Message" (it saves there) or "Retrieval" (it reads there; an Agent's Retrieval tool is its Agent's)."""
+    found: list[tuple[str, str, str, str]] = []
 
     def walk(component_id: str, name: Any, params: Any) -> None:
         if not isinstance(params, dict):
@@ -39,7 +39,7 @@ def memory_ids_of(components: dict) -> list[tuple[str, str, str]]:
             ids = params.get("memory_ids") or []
             for memory_id in [ids] if isinstance(ids, str) else ids if isinstance(ids, list) else []:
                 if memory_id:
-                    found.append((component_id, "params.memory_ids", str(memory_id)))
+                    found.append((component_id, "params.memory_ids", str(memory_id), name))
         for tool in params.get("tools") or [] if isinstance(params.get("tools"), list) else []:
             if isinstance(tool, dict):
                 walk(component_id, tool.get("component_name"), tool.get("params"))
@@ -56,12 +56,4 @@ def memory_ids_of(components: dict) -> list[tuple[str, str, str]]:
 
 def saves_memory(components: dict) -> bool:
     """True when a Message of these components saves to memories."""
-    for entry in components.values():
-        name = getattr(entry, "component_name", None)
-        params = getattr(entry, "params", None)
-        if name is None and isinstance(entry, dict):
-            obj = entry.get("obj") or {}
-            name, params = obj.get("component_name"), obj.get("params")
-        if name == "Message" and isinstance(params, dict) and params.get("memory_ids"):
-            return True
-    return False
+    return any(kind == "Message" for *_, kind in memory_ids_of(components))
