@@ -13,7 +13,7 @@ if TYPE_CHECKING:   # imported where used: `canvas2graph compile` loads every co
     from langchain_core.messages import AIMessageChunk, BaseMessage
 
 import json_repair
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from canvas2graph.compiler.dsl.refs import Template
 from canvas2graph.nodes.base import Node, Params, Result, require_ref, stream_writer
@@ -34,6 +34,15 @@ _STRIPPED_BLOCKS = re.compile(
 _THINK_SPLIT = re.compile(r"(<think>|</think>)")
 _THOUGHTS_DROPPED = re.compile(r"(User's query:|[\\]+)", re.DOTALL)
 SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "max_tokens")
+# the switch RAGFlow's canvas saves beside each sampling value; the value is sent only while it is on
+ENABLED_FLAG = {"temperature": "temperatureEnabled", "top_p": "topPEnabled", "presence_penalty": "presencePenaltyEnabled",
+                "frequency_penalty": "frequencyPenaltyEnabled", "max_tokens": "maxTokensEnabled"}
+# What RAGFlow's canvas gives a new LLM, Agent or Browser (its web `initialLlmBaseValues`: every switch on but
+# max_tokens'). The fields' defaults stay the engine's 0s, which DSLs without these keys run with (nothing
+# sent); an editor starts a new component from these (nodes/schemas.py, `x-initial`).
+NEW_COMPONENT_SAMPLING = {"temperature": 0.1, "top_p": 0.3, "presence_penalty": 0.4, "frequency_penalty": 0.7,
+                          "max_tokens": 256, "temperatureEnabled": True, "topPEnabled": True,
+                          "presencePenaltyEnabled": True, "frequencyPenaltyEnabled": True, "maxTokensEnabled": False}
 
 
 def chosen_model(llm_id: str) -> str:
@@ -45,6 +54,8 @@ def chosen_model(llm_id: str) -> str:
 
 
 class LLMParams(Params):
+    model_config = ConfigDict(json_schema_extra={"x-initial": NEW_COMPONENT_SAMPLING})
+
     llm_id: str = ""
     sys_prompt: str = ""
     prompts: list[dict[str, Any]] = Field(default_factory=lambda: [{"role": "user", "content": "{sys.query}"}])
@@ -74,11 +85,12 @@ class LLMParams(Params):
         return v
 
     def gen_conf(self) -> dict[str, Any]:
-        """Sampling values are sent only when the UI's `<name>Enabled` flag is on (SPEC 3.3)."""
+        """Sampling values are sent only when the UI's switch for it (`temperatureEnabled`, `topPEnabled`...)
+        is on (SPEC 3.3)."""
         conf: dict[str, Any] = {}
         for name in SAMPLING:
             value = getattr(self, name)
-            if self.extra(f"{name}Enabled") and (value > 0 or (name == "temperature" and value >= 0)):
+            if self.extra(ENABLED_FLAG[name]) and (value > 0 or (name == "temperature" and value >= 0)):
                 conf[name] = value
         return conf
 

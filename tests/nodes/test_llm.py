@@ -51,6 +51,17 @@ def test_sampling_values_are_sent_only_when_enabled():
     assert node.params.gen_conf() == {"temperature": 0.3}
 
 
+def test_sampling_switches_are_read_under_the_names_ragflow_saves_them():
+    """RAGFlow's canvas saves `topPEnabled`, `maxTokensEnabled`, `presencePenaltyEnabled`, `frequencyPenaltyEnabled`
+    (camel case), and its engine reads those: `top_pEnabled` and the like switch nothing on."""
+    node = llm({"temperature": 0.1, "top_p": 0.3, "presence_penalty": 0.4, "frequency_penalty": 0.7, "max_tokens": 256,
+                "temperatureEnabled": True, "topPEnabled": True, "presencePenaltyEnabled": True,
+                "frequencyPenaltyEnabled": True, "maxTokensEnabled": True})
+    assert node.params.gen_conf() == {"temperature": 0.1, "top_p": 0.3, "presence_penalty": 0.4,
+                                      "frequency_penalty": 0.7, "max_tokens": 256}
+    assert llm({"top_p": 0.3, "top_pEnabled": True, "max_tokens": 9, "max_tokensEnabled": True}).params.gen_conf() == {}
+
+
 def test_prompt_values_that_are_not_strings_print_as_json():
     node = llm({"prompts": [{"role": "user", "content": "{begin@x}"}]})
     assert node.build_messages(state(**{"begin": {"x": [1, 2]}}))[-1]["content"] == "[1, 2]"
