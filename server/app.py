@@ -19,6 +19,7 @@ from canvas2graph.server.middleware import BodyLimit
 from canvas2graph.server.backend.webhook_runs import WebhookRuns
 from canvas2graph.server.routes import (agents, artifacts, builder, completions, components, datasets, evaluations, files, graphs,
                            health, memories, recordings, schedules, templates, traces, versions, webhooks)
+from canvas2graph.server.routes import models as model_routes     # create_app's `models` argument is another thing
 from canvas2graph.server.protocols import a2a_server, langgraph_api, langgraph_crons, langgraph_store, mcp_server
 from canvas2graph.server.services import RunServices
 from canvas2graph.server import ui
@@ -118,6 +119,7 @@ def create_app(config: ServerConfig, *, models: Any = None, services: dict[str, 
     app.include_router(graphs.router)
     app.include_router(artifacts.router)
     app.include_router(components.router)      # the params schemas, for the canvas editor
+    app.include_router(model_routes.router)    # the models the editor's model picker offers
     app.include_router(datasets.router)        # ingestion pipelines into datasets
     app.include_router(memories.router)        # RAGFlow's memories and their messages
     run_mcp = mcp_server.install(app, config.mcp_session_ttl)   # before the UI, which serves every other path
