@@ -262,14 +262,16 @@ class EventAdapter:
     def _drop_pending_after(self, failed_id: str) -> Iterable[dict]:
         """Producers of the failed component's step, after it in path order, whose generation nobody will
         stream now: RAGFlow finishes each with its content None (`Canvas._run_impl` once `self.error` is set)."""
-        ids = [node.id for node in map(self._node, self.order.order) if node is not None]
+        tasks = [(name, node.id) for name, node in ((n, self._node(n)) for n in self.order.order) if node is not None]
+        ids = [cid for _, cid in tasks]
         if failed_id not in ids:
             return
-        for cid in ids[ids.index(failed_id) + 1:]:
+        for name, cid in tasks[ids.index(failed_id) + 1:]:
             held = self.held.get(cid)
             if held and not held["container"] and _pending(held["outputs"]):
                 held["outputs"] = {k: (None if is_pending(v) else v) for k, v in held["outputs"].items()}
-                yield self.envelope("node_finished", self._release(cid))
+                # at its place in the step: the components between the failed one and it finish first
+                yield from self.order.emit(name, [self.envelope("node_finished", self._release(cid))])
 
     def component_failed(self, component_id: str, outputs: dict, inputs: dict, message: str,
                          drain: bool = True) -> Iterable[dict]:
