@@ -38,11 +38,13 @@ SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "ma
 ENABLED_FLAG = {"temperature": "temperatureEnabled", "top_p": "topPEnabled", "presence_penalty": "presencePenaltyEnabled",
                 "frequency_penalty": "frequencyPenaltyEnabled", "max_tokens": "maxTokensEnabled"}
 # What RAGFlow's canvas gives a new LLM, Agent or Browser (its web `initialLlmBaseValues`: every switch on but
-# max_tokens'). The fields' defaults stay the engine's 0s, which DSLs without these keys run with (nothing
-# sent); an editor starts a new component from these (nodes/schemas.py, `x-initial`).
-NEW_COMPONENT_SAMPLING = {"temperature": 0.1, "top_p": 0.3, "presence_penalty": 0.4, "frequency_penalty": 0.7,
-                          "max_tokens": 256, "temperatureEnabled": True, "topPEnabled": True,
-                          "presencePenaltyEnabled": True, "frequencyPenaltyEnabled": True, "maxTokensEnabled": False}
+# max_tokens'; and the one user message its initialAgentValues has). The fields' defaults stay the engine's
+# 0s, which DSLs without these keys run with (nothing sent); an editor starts a new component from these
+# (nodes/schemas.py, `x-initial`).
+NEW_COMPONENT = {"prompts": [{"role": "user", "content": "{sys.query}"}],
+                 "temperature": 0.1, "top_p": 0.3, "presence_penalty": 0.4, "frequency_penalty": 0.7,
+                 "max_tokens": 256, "temperatureEnabled": True, "topPEnabled": True,
+                 "presencePenaltyEnabled": True, "frequencyPenaltyEnabled": True, "maxTokensEnabled": False}
 
 
 def chosen_model(llm_id: str) -> str:
@@ -54,7 +56,7 @@ def chosen_model(llm_id: str) -> str:
 
 
 class LLMParams(Params):
-    model_config = ConfigDict(json_schema_extra={"x-initial": NEW_COMPONENT_SAMPLING})
+    model_config = ConfigDict(json_schema_extra={"x-initial": NEW_COMPONENT})
 
     llm_id: str = ""
     sys_prompt: str = ""

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from canvas2graph.compiler.dsl.refs import looks_like_ref, parse_ref
 from canvas2graph.nodes.base import Node, Result, settle_pending
 from canvas2graph.nodes.browser.policy import EXTRAS_KEY, BrowserPolicy, BrowserRefused
-from canvas2graph.nodes.llm import LLMParams
+from canvas2graph.nodes.llm import NEW_COMPONENT, LLMParams
 from canvas2graph.nodes.registry import register
 from canvas2graph.runtime.services.files import LOCAL_OWNER, FileStoreError, is_file_entry, load_files, store_for
 from canvas2graph.runtime.graph.values import ReferenceError_, as_json_text, render, resolve
@@ -42,6 +42,9 @@ MAX_REDIRECTS = 5
 
 
 class BrowserParams(LLMParams):
+    # a new Browser starts with the LLM's sampling values; its prompt is one text (RAGFlow's initialBrowserValues)
+    model_config = ConfigDict(json_schema_extra={"x-initial": {k: v for k, v in NEW_COMPONENT.items() if k != "prompts"}})
+
     prompts: Any = "{sys.query}"
     max_steps: int = Field(30, gt=0)
     headless: bool = True

@@ -201,7 +201,7 @@ function Editor({ agent, schemas }) {
           <LinkForm ids={ids} routesFor={routesFor} onLink={addLink} />
           <DiagnosticsBox diagnostics={verdict.diagnostics} onPick={setSelected} />
         </section>
-        <Inspector id={selected} cpn={cpn} spec={cpn && bySpec[typeOf(cpn)]} schemas={schemas} problems={problems} ids={ids}
+        <Inspector id={selected} cpn={cpn} spec={cpn && bySpec[typeOf(cpn)]} schemas={schemas} problems={problems} ids={ids} dsl={dsl}
           onSelect={setSelected} onRemove={remove} onDisconnect={d => history.change(disconnect(dsl, selected, d))}
           onParams={params => history.change(setParams(dsl, selected, params), `params:${selected}`)} />
       </div>
@@ -328,7 +328,7 @@ function LinkForm({ ids, routesFor, onLink }) {
 }
 
 /** The selected component's params, its delete and disconnect buttons; with none selected, the list. */
-function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, onDisconnect, onParams }) {
+function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, onDisconnect, onParams, dsl }) {
   return (
     <aside className="card inspector" aria-labelledby="inspector-title">
       <h2 id="inspector-title">{cpn ? id : 'Components'}</h2>
@@ -340,7 +340,7 @@ function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, 
           <button type="button" onClick={() => onSelect(null)}>Close</button>
         </div>
         <ParamsForm key={id} componentId={id} spec={spec} params={(cpn.obj || {}).params || {}} schemas={schemas}
-          problems={problems[id] || []} onChange={onParams} />
+          problems={problems[id] || []} onChange={onParams} dsl={dsl} />
       </>) : (
         <ul className="component-picker">
           {ids.map(c => (
@@ -353,12 +353,15 @@ function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, 
   );
 }
 
-/** The defaults a params schema declares (what a new component starts with). */
+/** What a new component starts with: the defaults its params schema declares, then its `x-initial` (what
+ * RAGFlow's canvas gives a new one where the engine's default means "not set": an LLM's sampling values and
+ * their switches, never the engine's 0s; nodes/llm.py). */
 function defaultsOf(schema) {
   const out = {};
   const skip = new Set(['inputs', 'outputs', 'debug_inputs']);
   for (const [name, prop] of Object.entries((schema && schema.properties) || {})) {
     if (!skip.has(name) && prop && prop.default !== undefined) out[name] = prop.default;
   }
-  return out;
+  const initial = schema && schema['x-initial'];
+  return initial && typeof initial === 'object' ? { ...out, ...initial } : out;
 }

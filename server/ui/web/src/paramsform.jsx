@@ -5,15 +5,35 @@
 // servers with their tools (mcpform.jsx). A Message's memories (`memory_ids`, `user_id`) are picked by name, and a
 // Retrieval chooses its source, datasets or memories (memoryfield.jsx); the fields the chosen source does not use
 // are set aside. Diagnostics that name a field (`params.llm_id`) show under it.
-import { useEffect, useId, useState } from 'react';
+//
+// What is structured is edited as such, never as JSON: text that takes references (prompts, a Message's
+// replies, tips, SQL...) in the reference editor, whose picker offers what is in scope at this component
+// (refeditor.jsx, scope.js); a field holding one reference (`query`, `items_ref`) as a list of those; an
+// LLM's messages (promptfield.jsx), a Categorize's categories (categoriesfield.jsx), a Switch's cases
+// (switchfield.jsx), a Loop's variables and condition (loopfield.jsx), the model and its sampling values
+// (modelfield.jsx).
+import { useEffect, useId, useMemo, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
 import { McpField } from './mcpform.jsx';
 import { DATASET_ONLY, MemoryField, SourceField, sourceOf } from './memoryfield.jsx';
+import { CategoriesField } from './categoriesfield.jsx';
+import { LoopVariablesField, TerminationField } from './loopfield.jsx';
+import { ModelField, SamplingField, SAMPLING_FIELDS } from './modelfield.jsx';
+import { PromptsField, TextListField } from './promptfield.jsx';
+import { RefSelect, RefText, ScopeContext } from './refeditor.jsx';
+import { scopeOf } from './scope.js';
+import { SwitchField } from './switchfield.jsx';
 import { jsonError, pretty } from './util.js';
 
 const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
   max_rounds: 'Most tool rounds', max_tokens: 'Most tokens', top_p: 'Top p', mcp: 'MCP servers' };
 const LONG = /prompt|content|text|script|sql|query|description|tips|template|code|instruction/i;
+// string params whose text takes references (RAGFlow edits them with its prompt editor, the variable picker)
+const REF_TEXT = new Set(['sys_prompt', 'user_prompt', 'prompts', 'content', 'tips', 'subject', 'to_email', 'cc_email', 'sql',
+  'url', 'script', 'text', 'template', 'header', 'footer', 'filename']);
+const REF_TEXT_ONE_LINE = new Set(['subject', 'to_email', 'cc_email', 'url', 'filename', 'header', 'footer']);
+// string params that hold one reference, bare (`sys.query`), as RAGFlow's QueryVariable picks it
+const ONE_REF = new Set(['query', 'items_ref', 'visual_files_var']);
 
 /** A property's schema with `$ref` followed and `anyOf [X, null]` reduced to X. */
 function resolve(schema, defs) {
@@ -50,6 +70,13 @@ function JsonField({ id, value, onChange, invalid, describedBy }) {
 function Control({ id, name, schema, value, onChange, invalid, describedBy }) {
   const current = value === undefined ? schema.default : value;
   const common = { id, 'aria-invalid': invalid || undefined, 'aria-describedby': describedBy };
+  const text = schema.type === 'string' && (typeof current === 'string' || current === undefined || current === null);
+  if (text && name === 'llm_id') return <ModelField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
+  if (text && ONE_REF.has(name)) return <RefSelect {...{ id, value: current, onChange, invalid, describedBy }} />;
+  if (text && REF_TEXT.has(name)) {
+    return <RefText id={id} labelledBy={`${id}-label`} value={current || ''} onChange={onChange} invalid={invalid} describedBy={describedBy}
+      multiline={!REF_TEXT_ONE_LINE.has(name)} />;
+  }
   if (Array.isArray(schema.enum)) {
     return (
       <select {...common} value={current === undefined || current === null ? '' : String(current)}
@@ -80,7 +107,7 @@ function Field({ name, schema, value, onChange, problems, prefix }) {
   const mine = problems.filter(p => p.field === `params.${name}` || (p.field || '').startsWith(`params.${name}.`));
   const help = schema.description ? `${id}-help` : undefined;
   const errs = mine.length ? `${id}-problems` : undefined;
-  const label = <label htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
+  const label = <label id={`${id}-label`} htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
   const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0}
     describedBy={[help, errs].filter(Boolean).join(' ') || undefined} />;
   return (
@@ -129,17 +156,46 @@ function ToolsField({ value, onChange, schemas, problems, prefix }) {
   );
 }
 
-/** The fields of one params object. `problems` name fields as `params.<name>...`. */
-export function ParamsFields({ schema, common = [], params, onChange, problems = [], schemas = [], prefix }) {
+const problemsOf = (problems, ...names) => problems.filter(p => names.some(n => p.field === `params.${n}` || (p.field || '').startsWith(`params.${n}.`)));
+
+/** The fields of one params object. `problems` name fields as `params.<name>...`; `componentId` is the
+ * component they belong to (the router fields choose its targets). */
+export function ParamsFields({ schema, common = [], params, onChange, problems = [], schemas = [], prefix, componentId }) {
   const defs = (schema && schema.$defs) || {};
   const props = (schema && schema.properties) || {};
   const names = Object.keys(props);
-  const extra = Object.keys(params || {}).filter(k => !props[k]);
+  // keys the params model does not declare, but those the structured fields above edit
+  const extra = Object.keys(params || {}).filter(k => !props[k] && !(props.temperature && SAMPLING_FIELDS.has(k))
+    && !(k === 'logical_operator' && props.loop_termination_condition));
   const set = (name, v) => onChange({ ...(params || {}), [name]: v });
   const values = params || {};
   const memory = Boolean(props.memory_ids);             // saves to memories (a Message), or reads them (a Retrieval)
   const reader = memory && Boolean(props.retrieval_from);
+  const sampling = Boolean(props.temperature && props.top_p);
   const field = name => {
+    if (sampling && SAMPLING_FIELDS.has(name)) {
+      return name === 'temperature' ? <SamplingField key={name} params={values} onChange={onChange} prefix={prefix} /> : null;
+    }
+    const resolved = resolve(props[name] || {}, defs);
+    if (name === 'prompts' && resolved.type === 'array') {
+      return <PromptsField key={name} value={values.prompts} onChange={v => set(name, v)} prefix={prefix} problems={problemsOf(problems, name)} />;
+    }
+    if (name === 'content' && resolved.type === 'array') {
+      return <TextListField key={name} name={name} title="Replies" what="Reply" value={values.content} onChange={v => set(name, v)} prefix={prefix}
+        problems={problemsOf(problems, name)} />;
+    }
+    if (name === 'category_description' && componentId) {
+      return <CategoriesField key={name} componentId={componentId} value={values[name]} onChange={v => set(name, v)} prefix={prefix}
+        problems={problemsOf(problems, name)} />;
+    }
+    if (name === 'conditions' && props.end_cpn_ids && componentId) {
+      return <SwitchField key={name} componentId={componentId} params={values} onChange={onChange} prefix={prefix} problems={problems} />;
+    }
+    if (name === 'end_cpn_ids' && props.conditions && componentId) return null;          // in the Switch's cases
+    if (name === 'operators' && props.conditions) return null;                        // informational (SPEC 3.7)
+    if (name === 'loop_variables') return <LoopVariablesField key={name} value={values[name]} onChange={v => set(name, v)} prefix={prefix} />;
+    if (name === 'loop_termination_condition') return <TerminationField key={name} params={values} onChange={onChange} prefix={prefix} />;
+    if (name === 'logical_operator' && props.loop_termination_condition) return null;  // in the termination field
     if (memory && name === 'memory_ids') {
       return <MemoryField key={name} saves={!reader} ids={values.memory_ids} userId={values.user_id} problems={problems} prefix={prefix}
         onIds={v => set('memory_ids', v)} onUserId={v => set('user_id', v)} />;
@@ -154,10 +210,11 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
     if (name === 'mcp' && schemas.length) {
       return <McpField key={name} value={(params || {})[name]} onChange={v => set(name, v)} problems={problems} prefix={prefix} />;
     }
-    return <Field key={name} name={name} schema={resolve(props[name] || {}, defs)} value={(params || {})[name]} onChange={v => set(name, v)}
+    return <Field key={name} name={name} schema={resolved} value={(params || {})[name]} onChange={v => set(name, v)}
       problems={problems} prefix={prefix} />;
   };
   let own = names.filter(n => !common.includes(n));
+  if (sampling) own = [...own.filter(n => !SAMPLING_FIELDS.has(n)), 'temperature'];      // the sampling values after the prompts
   const shared = names.filter(n => common.includes(n));
   let aside = [];                // what the Retrieval's source does not use, out of the way (never out of reach)
   const source = reader ? sourceOf(values) : null;
@@ -180,13 +237,18 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
   );
 }
 
-export function ParamsForm({ componentId, spec, params, onChange, problems, schemas }) {
+/** The params form of `componentId`; `dsl` (the agent being edited) says what its references may name. */
+export function ParamsForm({ componentId, spec, params, onChange, problems, schemas, dsl }) {
   const prefix = `p${useId().replace(/:/g, '')}`;
+  const specs = useMemo(() => Object.fromEntries((schemas || []).map(s => [s.component_name, s])), [schemas]);
+  const scope = useMemo(() => ({ dsl, groups: scopeOf(dsl, componentId, specs) }), [dsl, componentId, specs]);
   if (!spec) return <p className="muted">No params model for this component.</p>;
   return (
-    <form className="params-form" aria-label={`Params of ${componentId}`} onSubmit={e => e.preventDefault()}>
-      <ParamsFields schema={spec.schema} common={spec.common} params={params || {}} onChange={onChange} problems={problems}
-        schemas={schemas} prefix={prefix} />
-    </form>
+    <ScopeContext.Provider value={scope}>
+      <form className="params-form" aria-label={`Params of ${componentId}`} onSubmit={e => e.preventDefault()}>
+        <ParamsFields schema={spec.schema} common={spec.common} params={params || {}} onChange={onChange} problems={problems}
+          schemas={schemas} prefix={prefix} componentId={componentId} />
+      </form>
+    </ScopeContext.Provider>
   );
 }
