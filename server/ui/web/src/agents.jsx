@@ -1,7 +1,7 @@
 // The agents page: each agent with its description, component count and last run; rename, download the
-// DSL, delete (asks first); and a new agent from a pasted DSL, an uploaded file or a shipped template,
-// checked before it is saved (every diagnostic against the component and field it names). A saved
-// agent opens at once.
+// DSL, delete (asks first; Escape cancels a rename or a delete); and a new agent from a pasted DSL, an
+// uploaded file or a shipped template, checked before it is saved (every diagnostic against the component
+// and field it names). A saved agent opens at once.
 import { useEffect, useRef, useState } from 'react';
 import { api, saveBlob } from './api.js';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
@@ -44,19 +44,29 @@ function AgentRow({ agent, reload }) {
       reload();
     } catch (e) { notify(e.message, 'error'); }
   }
+  // Escape leaves a rename (the title as it was) or a delete's question, and gives the keyboard back to
+  // the button that opened it
+  function cancel(event) {
+    if (event.key !== 'Escape' || mode === 'view') return;
+    event.preventDefault();
+    const back = mode === 'rename' ? 'Rename' : 'Delete';
+    setTitle(agent.title);
+    setMode('view');
+    setTimeout(() => { const b = document.querySelector(`tr[data-agent-id="${CSS.escape(agent.id)}"] button[aria-label^="${back} "]`); if (b) b.focus(); }, 0);
+  }
   function downloadDsl() {
     const blob = new Blob([JSON.stringify(agent.dsl, null, 2)], { type: 'application/json' });
     saveBlob(blob, `${agent.title.replace(/[^\w.-]+/g, '_') || 'agent'}.json`);
   }
 
   return (
-    <tr data-agent-id={agent.id}>
+    <tr data-agent-id={agent.id} onKeyDown={cancel}>
       <td>
         {mode === 'rename' ? (
           <form className="inline" onSubmit={rename}>
             <input ref={input} type="text" value={title} aria-label="New title" required onChange={e => setTitle(e.target.value)} />
             <button type="submit" className="primary">Save</button>
-            <button type="button" onClick={() => setMode('view')}>Cancel</button>
+            <button type="button" onClick={() => { setTitle(agent.title); setMode('view'); }}>Cancel</button>
           </form>
         ) : <a href={route('agents', agent.id)} className="agent-link">{agent.title}</a>}
         {agent.description ? <div className="muted description">{agent.description}</div> : null}

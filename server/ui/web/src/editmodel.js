@@ -3,6 +3,7 @@
 // and edges, RAGFlow's React Flow state) is kept in step so RAGFlow's canvas opens the result: a node's
 // position, its RAGFlow node type and `data.form` (its params), and one edge per `downstream` link.
 import { layout, ragflowNodeType, routesOf, SIZE, isContainer } from './graphmodel.js';
+import { friendlyName } from './palettemodel.js';
 import { componentsOf, typeOf } from './util.js';
 
 const clone = value => (typeof structuredClone === 'function' ? structuredClone(value) : JSON.parse(JSON.stringify(value)));
@@ -39,11 +40,11 @@ function categoryItems(params, old) {
   });
 }
 
-function graphNode(id, type, params, position, parentId) {
+function graphNode(id, type, params, position, parentId, name = id) {
   const form = clone(params || {});
   if (type === 'Categorize') form.items = categoryItems(params, []);
   const node = { id, type: ragflowNodeType(type), position: { ...position },
-    data: { label: type, name: id, form },
+    data: { label: type, name, form },
     sourcePosition: 'left', targetPosition: 'right', measured: { width: SIZE.width, height: isContainer(type) ? 160 : 48 } };
   if (parentId) Object.assign(node, { parentId, extent: 'parent' });
   return node;
@@ -72,7 +73,9 @@ export function materialize(dsl) {
   for (const id of missing) {
     const cpn = components[id];
     const item = drawn.get(id) || { position: { x: 0, y: 0 } };
-    graph.nodes.push(graphNode(id, typeOf(cpn), (cpn.obj || {}).params, item.position || { x: 0, y: 0 }, cpn.parent_id));
+    const node = graphNode(id, typeOf(cpn), (cpn.obj || {}).params, item.position || { x: 0, y: 0 }, cpn.parent_id);
+    if (node.data.form.items) node.data.form.items = inTargetOrder(node.data.form.items, (cpn.obj || {}).params, drawn);
+    graph.nodes.push(node);
   }
   const edges = new Set(graph.edges.map(e => `${e.source}->${e.target}`));
   for (const [id, cpn] of Object.entries(components)) {
@@ -88,6 +91,17 @@ export function materialize(dsl) {
     }
   }
   return out;
+}
+
+/** A new Categorize's categories ordered as their targets were laid out (top to bottom): its handles then
+ * follow its edges' ends and no two of its branch edges cross. A category without a target goes last. */
+function inTargetOrder(items, params, drawn) {
+  const cats = (params && params.category_description) || {};
+  const top = item => {
+    const ys = list(cats[item.name] && cats[item.name].to).map(t => drawn.get(t)).filter(i => i && i.position).map(i => i.position.y);
+    return ys.length ? Math.min(...ys) : Infinity;
+  };
+  return items.map((item, i) => [top(item), i, item]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(([, , item]) => item);
 }
 
 const routeEdge = (source, handle, target) => ({ id: edgeId(source, target, handle), source, sourceHandle: handle, target, targetHandle: 'end', data: { isHovered: false } });
@@ -196,6 +210,19 @@ export function newId(dsl, type) {
   }
 }
 
+/** RAGFlow's name for a new box of `type`: its friendly name and the first free index ("Agent_0",
+ * "Agent_1"...), counted over the names of the graph's nodes as RAGFlow counts them (after the highest
+ * index of an unbroken run from the lowest). */
+export function newName(dsl, type) {
+  const base = friendlyName(type);
+  const taken = ((dsl.graph && dsl.graph.nodes) || []).map(n => n && n.data && n.data.name).filter(n => typeof n === 'string')
+    .filter(n => (n.match(/_/g) || []).length === 1 && n.split('_')[0] === base && /^\d+$/.test(n.split('_')[1]))
+    .map(n => Number(n.split('_')[1])).sort((a, b) => a - b);
+  if (!taken.length) return `${base}_0`;
+  const gap = taken.findIndex((n, i) => taken[i + 1] !== n + 1);
+  return `${base}_${taken[gap] + 1}`;
+}
+
 /** A free spot near `position`: moved right and down past the boxes already there. */
 export function freeSpot(dsl, position, parentId, rects = null) {
   const taken = rects || ((dsl.graph && dsl.graph.nodes) || []).filter(n => (n.parentId || undefined) === parentId && n.position)
@@ -218,13 +245,34 @@ export function addComponent(dsl, type, params, position, parentId, rects = null
   const entry = { obj: { component_name: type, params: clone(params || {}) }, downstream: [], upstream: [] };
   if (parentId) entry.parent_id = parentId;
   out.components = { ...componentsOf(out), [id]: entry };
-  graphOf(out).nodes.push(graphNode(id, type, params, freeSpot(out, position, parentId, rects), parentId));
+  const name = newName(out, type);
+  graphOf(out).nodes.push(graphNode(id, type, params, freeSpot(out, position, parentId, rects), parentId, name));
   if (START_OF[type]) {
     const start = newId(out, START_OF[type]);
     out.components[start] = { obj: { component_name: START_OF[type], params: {} }, downstream: [], upstream: [], parent_id: id };
     out.graph.nodes.push(graphNode(start, START_OF[type], {}, { x: 30, y: 50 }, id));
   }
   return [out, id];
+}
+
+/** Put a new component of `type` on the link an edge draws (`edge`: {source, target, handle}): the edge's
+ * source then leads to the new box, and the new box to the edge's target. A router's branch keeps its
+ * place: the new box takes the target's place in that branch's `to`. Returns [dsl, id]. */
+export function insertOnEdge(dsl, edge, type, params, position, rects = null) {
+  const components = componentsOf(dsl);
+  const { source, target, handle } = edge;
+  if (!components[source] || !components[target]) return addComponent(dsl, type, params, position, undefined, rects);
+  const parentId = components[target].parent_id && components[target].parent_id === components[source].parent_id ? components[target].parent_id : undefined;
+  let [next, id] = addComponent(dsl, type, params, position, parentId, rects);
+  const node = graphOf(next).nodes.find(n => n.id === source);
+  const route = handle ? routesOf(componentsOf(next)[source], node).find(r => r.handle === handle) : null;
+  if (route) {
+    const from = componentsOf(next)[source];
+    next = setParams(next, source, withTargets((from.obj || {}).params, typeOf(from), route, route.targets.map(t => (t === target ? id : t))));
+  } else {
+    next = connect(disconnect(next, source, target), source, id);
+  }
+  return [connect(next, id, target), id];
 }
 
 /** Delete components (a group with what it holds) and the edges that touch them. */

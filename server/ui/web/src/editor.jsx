@@ -1,16 +1,24 @@
 // The canvas editor: move, add and delete components and edges (Iteration and Loop bodies are groups),
-// edit the selected component's params in a form generated from its params model, see the check's
-// diagnostics live on the boxes and fields they name, undo and redo, and save (a new version of the
-// agent, or a new agent, which then opens). Positions live in the DSL's `graph`, as RAGFlow keeps them.
+// add from a searchable palette (a click, or a drag onto the canvas or onto an edge), edit the selected
+// component's params in a form generated from its params model, see the check's diagnostics live on the
+// boxes and fields they name, undo and redo, and save (a new version of the agent, or a new agent, which
+// then opens). Unsaved changes are marked and leaving asks first; saved versions are listed, compared and
+// restored beside the canvas. Positions live in the DSL's `graph`, as RAGFlow keeps them: an agent
+// without them is laid out once, left to right, and its boxes then stay where they are.
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { ReactFlow, ReactFlowProvider, Background, Controls, applyNodeChanges, useReactFlow } from '@xyflow/react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, MiniMap, applyNodeChanges, useReactFlow } from '@xyflow/react';
 import { api } from './api.js';
 import { FIT, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
-import { addComponent, connect, deleteComponents, disconnect, emptyDsl, materialize, moveNodes, routeTo, setParams, unroute } from './editmodel.js';
+import { addComponent, connect, deleteComponents, disconnect, emptyDsl, insertOnEdge, materialize, moveNodes, routeTo, setParams, unroute } from './editmodel.js';
 import { isContainer, layout, routesOf } from './graphmodel.js';
+import { useLeaveGuard } from './leaveguard.js';
+import { ComponentPalette, DRAG_TYPE } from './palette.jsx';
 import { ParamsForm } from './paramsform.jsx';
+import { edgeTypes } from './routededge.jsx';
 import { componentsOf, plainError, route, typeOf } from './util.js';
+import { VersionsPanel } from './versions.jsx';
+import './editor.css';
 
 const enc = encodeURIComponent;
 const ADDABLE = new Set(['component', 'container', 'exit', 'tool']);
@@ -107,8 +115,8 @@ function addHere(flow, dsl, drawn, kind, spec, selected) {
   return [next, id, parent];
 }
 
-/** Save: a new version of `agent`, or a new agent (which then opens). */
-async function saveAgent(agent, title, dsl) {
+/** Save: a new version of `agent`, or a new agent (which then opens; `beforeOpen()` first). */
+async function saveAgent(agent, title, dsl, beforeOpen) {
   if (agent) {
     await api('PUT', `/agents/${enc(agent.id)}`, { dsl, ...(title.trim() && title !== agent.title ? { title: title.trim() } : {}) });
     notify(`Saved a new version of ${title || agent.title}.`);
@@ -116,7 +124,42 @@ async function saveAgent(agent, title, dsl) {
   }
   const created = await api('POST', '/agents', { title: title.trim(), dsl });
   notify(`Saved ${created.title}.`);
+  beforeOpen();
   location.hash = route('agents', created.id);
+}
+
+/** The edge drawn under a screen point (within a few pixels of its line), as {id, source, target, handle}. */
+function edgeAt(x, y, edges) {
+  let best = null;
+  for (const path of document.querySelectorAll('.editor-canvas .react-flow__edge path.react-flow__edge-path')) {
+    const id = path.closest('.react-flow__edge') && path.closest('.react-flow__edge').dataset.id;
+    const m = path.getScreenCTM();
+    const length = path.getTotalLength();
+    if (!id || !m || !length) continue;
+    for (let i = 0; i <= 40; i++) {
+      const p = path.getPointAtLength((length * i) / 40);
+      const d = Math.hypot(p.x * m.a + m.e - x, p.y * m.d + m.f - y);
+      if (d < 12 && (!best || d < best.d)) best = { id, d };
+    }
+  }
+  const edge = best && edges.find(e => e.id === best.id && e.className.includes('edge-flow'));
+  return edge ? { id: edge.id, source: edge.source, target: edge.target, handle: edge.data && edge.data.handle } : null;
+}
+
+/** The Iteration or Loop a screen point is over, if any. */
+function groupAt(x, y, components) {
+  const el = document.elementsFromPoint(x, y).find(e => e.classList && e.classList.contains('react-flow__node') && e.classList.contains('group-node'));
+  const id = el && el.dataset.id;
+  return id && components[id] && isContainer(typeOf(components[id])) ? id : undefined;
+}
+
+/** Escape closes the versions panel, else the Inspector (a component's params). */
+function useEscape(close) {
+  useEffect(() => {
+    const keys = event => { if (event.key === 'Escape' && !event.defaultPrevented) close(event); };
+    document.addEventListener('keydown', keys);
+    return () => document.removeEventListener('keydown', keys);
+  });
 }
 
 function Editor({ agent, schemas }) {
@@ -129,6 +172,11 @@ function Editor({ agent, schemas }) {
   const [title, setTitle] = useState(agent ? agent.title : '');
   const [kind, setKind] = useState('LLM');
   const [saving, setSaving] = useState(false);
+  const [saved, setSaved] = useState({ dsl: start, title: agent ? agent.title : '', at: 0 });
+  const dirty = dsl !== saved.dsl || title !== saved.title;
+  const guard = useLeaveGuard(dirty);
+  const [showVersions, setShowVersions] = useState(false);
+  const [dropEdge, setDropEdge] = useState(null);
   const bySpec = useMemo(() => Object.fromEntries(schemas.map(s => [s.component_name, s])), [schemas]);
   const addable = schemas.filter(s => ADDABLE.has(s.kind) && s.component_name !== 'Begin');
   const components = componentsOf(dsl);
@@ -136,17 +184,65 @@ function Editor({ agent, schemas }) {
   const problems = useMemo(() => problemsByComponent(verdict.diagnostics), [verdict]);
   const drawn = useMemo(() => layout(dsl), [dsl]);
   const [pickedEdges, setPickedEdges] = useState(() => new Set());
-  const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected, pickedEdges);
+  const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected, pickedEdges, dropEdge);
 
-  useEffect(() => { document.title = `Edit · ${agent ? agent.title : 'new agent'} · canvas2graph`; }, [agent]);
+  useEffect(() => { document.title = `${dirty ? '• ' : ''}Edit · ${agent ? agent.title : 'new agent'} · canvas2graph`; }, [agent, dirty]);
   useUndoKeys(history);
+  useEscape(() => {
+    if (showVersions) setShowVersions(false);
+    else if (selected) {
+      setSelected(null);
+      const canvas = document.querySelector('.editor-canvas .react-flow');
+      if (canvas && document.activeElement && document.activeElement.closest('.inspector')) canvas.focus();
+    }
+  });
   const { shown, onNodesChange } = useMoves(nodes, dsl, history, setSelected);
-  function add() {
-    const [next, id, parent] = addHere(flow, dsl, drawn, kind, bySpec[kind], selected);
+  function add(type = kind) {
+    const [next, id, parent] = addHere(flow, dsl, drawn, type, bySpec[type], selected);
     history.change(next);
     setSelected(id);
     setTimeout(() => { const zoom = flow.getZoom(); flow.fitView({ nodes: [{ id }], minZoom: zoom, maxZoom: zoom, duration: 150 }); }, 60);
     notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
+  }
+  // a component dragged from the palette: where it is let go (its box's middle there), between the two
+  // boxes of the edge it is let go on, or inside the Iteration or Loop it is let go in
+  function dragOver(event) {
+    if (!event.dataTransfer.types.includes(DRAG_TYPE)) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = 'copy';
+    const over = edgeAt(event.clientX, event.clientY, edges);
+    if ((over && over.id) !== (dropEdge && dropEdge.id)) setDropEdge(over);
+  }
+  function drop(event) {
+    const type = event.dataTransfer.getData(DRAG_TYPE);
+    setDropEdge(null);
+    if (!type || !bySpec[type]) return;
+    event.preventDefault();
+    const at = flow.screenToFlowPosition({ x: event.clientX, y: event.clientY });
+    const position = { x: at.x - 100, y: at.y - 29 };
+    const params = defaultsOf(bySpec[type].schema);
+    const edge = edgeAt(event.clientX, event.clientY, edges);
+    if (edge) {
+      // between the two boxes, moved clear of the boxes there (a box let go on a line would hide it)
+      const rects = drawn.items.filter(i => !i.parentId && i.position).map(i => ({ x: i.position.x, y: i.position.y, w: i.width || 200, h: i.height || 60 }));
+      const [next, id] = insertOnEdge(dsl, edge, type, params, position, rects);
+      history.change(next);
+      setSelected(id);
+      notify(`Added ${id} between ${edge.source} and ${edge.target}.`);
+      return;
+    }
+    const parent = groupAt(event.clientX, event.clientY, components);
+    const group = parent && drawn.items.find(i => i.id === parent);
+    const inside = group && group.position ? { x: position.x - group.position.x, y: position.y - group.position.y } : position;
+    const [next, id] = addComponent(dsl, type, params, inside, parent, []);
+    history.change(next);
+    setSelected(id);
+    notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
+  }
+  function restore(version, label) {
+    history.change(materialize(version));
+    setSelected(null);
+    notify(`Loaded ${label} into the editor: save it to keep it as a new version, or undo.`);
   }
   function remove(ids, edges = []) {
     const real = ids.filter(id => components[id] && id !== 'begin');
@@ -171,7 +267,10 @@ function Editor({ agent, schemas }) {
     if (saving) return;
     if (!agent && !title.trim()) { document.getElementById('editor-title').focus(); return; }
     setSaving(true);
-    try { await saveAgent(agent, title, dsl); } catch (e) { notify(e.message, 'error'); } finally { setSaving(false); }
+    try {
+      await saveAgent(agent, title, dsl, guard.release);
+      setSaved({ dsl, title, at: Date.now() });
+    } catch (e) { notify(e.message, 'error'); } finally { setSaving(false); }
   }
 
   const cpn = selected && components[selected];
@@ -183,20 +282,27 @@ function Editor({ agent, schemas }) {
         {agent ? <a className="button" href={route('agents', agent.id)}>Run</a> : null}
         <a className="button" href="#/agents">All agents</a>
       </div>
-      <EditorBar agent={agent} title={title} setTitle={setTitle} history={history} onSave={save} saving={saving} verdict={verdict} />
+      <EditorBar agent={agent} title={title} setTitle={setTitle} history={history} onSave={save} saving={saving} verdict={verdict}
+        dirty={dirty} showVersions={showVersions} onVersions={() => setShowVersions(!showVersions)} />
+      {agent && showVersions ? <VersionsPanel agentId={agent.id} dsl={dsl} onRestore={restore} onClose={() => setShowVersions(false)} savedAt={saved.at} /> : null}
       <div className="editor-layout">
         <section className="card editor-main" aria-label="Canvas">
-          <Palette kinds={addable} kind={kind} setKind={setKind} onAdd={add}
+          <Palette kinds={addable} kind={kind} setKind={setKind} onAdd={() => add()} direction={drawn.direction}
             hint={selected && isContainer(typeOf(components[selected])) ? `adds inside ${selected}` : null} />
-          <div className="canvas editor-canvas">
-            <ReactFlow nodes={shown} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
+          <div className="editor-workspace">
+          <ComponentPalette types={addable.map(s => s.component_name)} onAdd={add} />
+          <div className={`canvas editor-canvas${dropEdge ? ' dragging-over' : ''}`} onDragOver={dragOver} onDrop={drop}
+            onDragLeave={event => { if (!event.currentTarget.contains(event.relatedTarget)) setDropEdge(null); }}>
+            <ReactFlow nodes={shown} edges={edges} nodeTypes={nodeTypes} edgeTypes={edgeTypes} fitView fitViewOptions={FIT} minZoom={0.1} maxZoom={2.5}
               proOptions={{ hideAttribution: true }} deleteKeyCode={['Delete', 'Backspace']} onNodesChange={onNodesChange}
               onNodeClick={(_, n) => setSelected(n.id)} onPaneClick={() => setSelected(null)}
               onConnect={c => addLink(c.source, c.target, c.sourceHandle)}
               onDelete={gone => remove(gone.nodes.map(n => n.id), gone.edges)} onEdgesChange={changes => setPickedEdges(old => pickEdges(old, changes))}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={FIT} />
+              <MiniMap pannable zoomable ariaLabel="Overview of the whole agent" style={{ width: 150, height: 96 }} />
             </ReactFlow>
+          </div>
           </div>
           <LinkForm ids={ids} routesFor={routesFor} onLink={addLink} />
           <DiagnosticsBox diagnostics={verdict.diagnostics} onPick={setSelected} />
@@ -210,13 +316,14 @@ function Editor({ agent, schemas }) {
 }
 
 /** React Flow's nodes and edges for the editor: every box selectable; tool boxes movable once the graph holds them. */
-function useEditorGraph(dsl, drawn, problems, selected, pickedEdges) {
+function useEditorGraph(dsl, drawn, problems, selected, pickedEdges, dropEdge) {
   const nodes = useMemo(() => flowNodes(drawn.items, {}, problems, drawn.direction).map(n => ({ ...n, selected: n.id === selected,
     draggable: (n.data.kind !== 'tool' && n.data.kind !== 'agent') || Boolean(dsl.graph && dsl.graph.nodes.some(g => g.id === n.id)) })),
   [drawn, problems, selected, dsl]);
-  const edges = useMemo(() => flowEdges(drawn.edges, {}).map(e => ({ ...e, deletable: e.className.includes('edge-flow'), focusable: true,
-    selected: pickedEdges.has(e.id),
-    ariaLabel: `Edge from ${e.source}${e.data && e.data.route ? ` (${e.data.route})` : ''} to ${e.target}` })), [drawn, pickedEdges]);
+  const dropId = dropEdge && dropEdge.id;
+  const edges = useMemo(() => flowEdges(drawn.edges, {}).map(e => ({ ...e, type: 'routed', deletable: e.className.includes('edge-flow'), focusable: true,
+    selected: pickedEdges.has(e.id), className: e.id === dropId ? `${e.className} drop-target` : e.className,
+    ariaLabel: `Edge from ${e.source}${e.data && e.data.route ? ` (${e.data.route})` : ''} to ${e.target}` })), [drawn, pickedEdges, dropId]);
   return { nodes, edges };
 }
 
@@ -267,7 +374,7 @@ function DiagnosticsBox({ diagnostics, onPick }) {
   );
 }
 
-function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict }) {
+function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict, dirty, showVersions, onVersions }) {
   const errors = verdict.diagnostics.filter(d => d.severity === 'error').length;
   return (
     <div className="editor-bar card" role="toolbar" aria-label="Editor">
@@ -277,6 +384,8 @@ function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict })
       <button type="button" onClick={history.redo} disabled={!history.canRedo}>Redo</button>
       {/* aria-disabled, not disabled, while saving: a disabled button drops the keyboard focus to the page */}
       <button type="button" className="primary" onClick={onSave} aria-disabled={saving}>{agent ? 'Save as a new version' : 'Save agent'}</button>
+      <span className={`dirty-marker ${dirty ? 'dirty' : 'clean'}`} role="status">{dirty ? '● Unsaved changes' : 'All changes saved'}</span>
+      {agent ? <button type="button" onClick={onVersions} aria-expanded={showVersions}>Versions</button> : null}
       <span className={`check-state ${errors ? 'error' : 'ok'}`} role="status">
         {verdict.checking ? 'Checking…' : errors ? `${errors} error${errors > 1 ? 's' : ''}` : 'Compiles'}
       </span>
@@ -284,7 +393,7 @@ function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict })
   );
 }
 
-function Palette({ kinds, kind, setKind, onAdd, hint }) {
+function Palette({ kinds, kind, setKind, onAdd, hint, direction }) {
   return (
     <form className="palette" onSubmit={e => { e.preventDefault(); onAdd(); }}>
       <label htmlFor="palette-kind" className="inline-label">Component</label>
@@ -292,7 +401,7 @@ function Palette({ kinds, kind, setKind, onAdd, hint }) {
         {kinds.map(s => <option key={s.component_name} value={s.component_name}>{s.component_name}</option>)}
       </select>
       <button type="submit">Add component</button>
-      <span className="muted hint">{hint || 'Drag from a box\'s right handle to another box to connect them; Delete removes the selection.'}</span>
+      <span className="muted hint">{hint || `Drag from a box's ${direction === 'TB' ? 'bottom' : 'right'} handle to another box to connect them; Delete removes the selection; Escape closes the side panel.`}</span>
     </form>
   );
 }

@@ -147,8 +147,9 @@ export function canvasItems(dsl) {
   return { items, edges, saved };
 }
 
-/** Positions for every item: the saved ones where all components have one, else a dagre layout. */
-export function layout(dsl, { rankdir = 'TB' } = {}) {
+/** Positions for every item: the saved ones where all components have one, else a dagre layout, left to
+ * right by default as RAGFlow draws (`rankdir: 'TB'` for top to bottom). */
+export function layout(dsl, { rankdir = 'LR' } = {}) {
   const { items, edges, saved } = canvasItems(dsl);
   const comps = items.filter(i => i.kind === 'component');
   const allSaved = comps.length > 0 && comps.every(i => saved.has(i.id) && saved.get(i.id).position);
@@ -192,8 +193,7 @@ function sizeContainers(items) {
   }
 }
 
-// top to bottom: a run view's panel is taller than wide, and a chain of components then reads at a
-// useful zoom (left to right, a ten-component chain would be drawn at a fifth of its size)
+// a container's body is laid out top to bottom (a group is taller than wide in RAGFlow's canvas too)
 function dagreGraph(rankdir = 'TB') {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir, nodesep: 30, ranksep: 45, marginx: 10, marginy: 10 });
@@ -221,7 +221,9 @@ function dagreLayout(items, edges, rankdir) {
   const g = dagreGraph(rankdir);
   for (const i of top) g.setNode(i.id, { width: i.width, height: i.height });
   const ids = new Set(top.map(i => i.id));
-  for (const e of edges) if (ids.has(e.source) && ids.has(e.target)) g.setEdge(e.source, e.target);
+  // dagre keeps the targets of one source in the reverse order their edges were added: added last to
+  // first, a router's targets come out in the order of its branches, and its branch edges do not cross
+  for (const e of [...edges].reverse()) if (ids.has(e.source) && ids.has(e.target)) g.setEdge(e.source, e.target);
   dagre.layout(g);
   for (const i of top) {
     const n = g.node(i.id);
