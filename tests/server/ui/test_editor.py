@@ -74,12 +74,16 @@ def test_an_agent_built_on_the_canvas_by_keyboard_checks_live_saves_and_runs(bro
     b.shot("diagnostics-live")
     model.fill("gpt-4o@OpenAI")
     expect(b.page.locator('.param-field[data-field="params.llm_id"] .field-problems')).to_have_count(0)
-    b.page.get_by_label("prompts").fill('[{"role": "user", "content": "{sys.query}"}]')
+    # a new LLM asks about the user's question, as RAGFlow's does: one user message holding {sys.query}
+    expect(b.page.get_by_role("textbox", name="Content of message 1").locator('.ref-chip[data-ref="sys.query"]')).to_have_count(1)
     # a Message that shows the LLM's answer
     b.page.get_by_role("button", name="Close").click()
     b.page.get_by_label("Component", exact=True).select_option("Message")
     press(b, "Add component")
-    b.page.get_by_label("content").fill('["Built: {LLM:1@content}"]')
+    reply = b.page.get_by_role("textbox", name="Reply 1")
+    reply.click()
+    b.page.keyboard.type("Built: {LLM:1@content}")          # a reference typed in full becomes a chip too
+    expect(reply.locator('.ref-chip[data-ref="LLM:1@content"]')).to_have_count(1)
     # connect begin -> LLM:1 -> Message:1 with the connect form
     for source, target in (("begin", "LLM:1"), ("LLM:1", "Message:1")):
         b.page.get_by_label("Connect", exact=True).select_option(source)
@@ -303,8 +307,12 @@ def test_every_component_gets_a_params_form_from_its_params_model(browsing, ui_s
         form = b.page.get_by_role("form", name=f"Params of {name}:1")
         expect(form).to_be_visible()
         own = [k for k in spec["schema"].get("properties", {}) if k not in spec["common"]]
-        fields = ".param-field, fieldset.tools-field, fieldset.mcp-field, fieldset.memory-field, fieldset.source-field"
-        expect(form.locator(fields)).to_have_count(len(own) + len(spec["common"]))
+        # the five sampling values are one field with their switches; a Switch's else and its informational
+        # operator list are part of its cases (paramsform.jsx)
+        merged = 4 if {"temperature", "top_p"} <= set(own) else 0
+        merged += sum(1 for k in ("end_cpn_ids", "operators") if k in own and "conditions" in own)
+        fields = ".param-field, fieldset.tools-field, fieldset.mcp-field, fieldset.memory-field, fieldset.source-field, fieldset.rows-field"
+        expect(form.locator(fields)).to_have_count(len(own) + len(spec["common"]) - merged)
         b.page.get_by_role("button", name="Close").click()
     assert b.errors == []
 
