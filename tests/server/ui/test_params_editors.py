@@ -175,7 +175,11 @@ def test_categories_are_rows_whose_targets_are_chosen_from_a_list_and_the_routes
     expect(small.locator(".field-error")).to_have_text('Another category is named "billing".')
     small.get_by_label("Name").fill("chitchat")
     expect(cats.locator(".category-row")).to_have_count(6)
-    b.shot("categories")
+    new.scroll_into_view_if_needed()
+    # the canvas draws the routes from the new and the renamed category's handles
+    expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="Categorize:Triage[chitchat]->Message:Hello"]')).to_have_count(1)
+    expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="Categorize:Triage[refunds]->LLM:Refund"]')).to_have_count(1)
+    b.shot("categories", full_page=False)
     expect(b.page.locator(".check-state")).to_have_text("Compiles")
     dsl = saved(b, alice, agent_id)
     triage = dsl["components"]["Categorize:Triage"]
@@ -218,6 +222,7 @@ def test_switch_cases_are_built_from_reference_operator_and_value_rows_and_their
     form.get_by_label("Case 3 goes to").select_option("Message:Hello")
     form.get_by_label("Else goes to: add a target").select_option("Message:Dispute")
     expect(node(b, "Switch:Amount").locator(".node-route")).to_have_text(["Case 1", "Case 2", "Case 3", "Else"])
+    expect(b.page.locator('.editor-canvas .react-flow__edge[data-id="Switch:Amount[Case 3]->Message:Hello"]')).to_have_count(1)
     b.shot("switch-cases")
     expect(b.page.locator(".check-state")).to_have_text("Compiles")
     dsl = saved(b, alice, agent_id)
@@ -258,7 +263,8 @@ def test_a_new_llm_starts_with_ragflow_s_sampling_values_never_zeros_and_its_mod
     model.fill("gpt-4o@OpenAI")
     sampling.get_by_role("spinbutton", name="Temperature").fill("0.5")
     sampling.get_by_label("Send top p").uncheck()
-    b.shot("new-llm-sampling")
+    sampling.scroll_into_view_if_needed()
+    b.shot("new-llm-sampling", full_page=False)
     press(b, "Save agent")
     expect(b.page.get_by_role("heading", level=1, name="Sampling")).to_be_visible()
     agent_id = b.page.url.split("#/agents/")[1].split("/")[0]

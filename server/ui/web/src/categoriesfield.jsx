@@ -2,7 +2,8 @@
 // `category_description` as JSON. Targets are chosen from the components of the same canvas level; the
 // new params go through the edit model (editmodel.js setParams), which keeps `downstream`, the graph's
 // edges and RAGFlow's `items` (a uuid per category) in step with them.
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
+import { useUpdateNodeInternals } from '@xyflow/react';
 import { useScope } from './refeditor.jsx';
 import { displayName } from './scope.js';
 import { componentsOf } from './util.js';
@@ -12,6 +13,16 @@ export function targetChoices(dsl, id) {
   const components = componentsOf(dsl);
   const parent = components[id] && components[id].parent_id;
   return Object.keys(components).filter(k => k !== id && k !== 'begin' && (components[k].parent_id || undefined) === (parent || undefined));
+}
+
+/** React Flow measures a box's handles once: when a router's branches change (a category added, renamed or
+ * removed, a case added), it is told to measure again, or it draws no edge from the new handles. */
+export function useRemeasure(componentId, branches) {
+  const remeasure = useUpdateNodeInternals();
+  useEffect(() => {
+    const timer = setTimeout(() => remeasure(componentId), 0);        // after the canvas drew the new handles
+    return () => clearTimeout(timer);
+  }, [componentId, branches]);                                        // eslint-disable-line react-hooks/exhaustive-deps
 }
 
 /** The targets of one branch: a list of components, each removable, and a list to add one more. */
@@ -71,6 +82,7 @@ export function CategoriesField({ componentId, value, onChange, prefix, problems
   const cats = value && typeof value === 'object' && !Array.isArray(value) ? value : {};
   const names = Object.keys(cats);
   const choices = targetChoices(dsl, componentId);
+  useRemeasure(componentId, names.join('\n'));
   const put = (name, desc) => onChange({ ...cats, [name]: desc });
   const rename = (old, next) => onChange(Object.fromEntries(names.map(n => (n === old ? [next, cats[n]] : [n, cats[n]]))));
   const add = () => {

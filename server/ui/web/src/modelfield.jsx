@@ -30,7 +30,8 @@ export function ModelField({ id, value, onChange, invalid, describedBy, label })
   const provider = factory && providers.find(p => p.name.toLowerCase() === factory.toLowerCase());
   let hint = null;
   if (!current) hint = models && models.default_llm ? `Empty: runs with the server's default, ${models.default_llm}.` : 'Empty: choose a model (model@Factory).';
-  else if (models && !models.scripted && factory && !provider) hint = `This server knows no provider "${factory}".`;
+  else if (models && models.scripted) hint = null;            // the script answers every model: no provider or key is needed
+  else if (models && factory && !provider) hint = `This server knows no provider "${factory}".`;
   else if (provider && provider.key_required && !provider.has_key) hint = `${provider.name} has no API key on this server (${provider.key_env}).`;
   return (
     <>

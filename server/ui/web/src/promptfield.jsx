@@ -44,7 +44,7 @@ export function PromptsField({ value, onChange, prefix, problems = [] }) {
           <div key={i} className="row-card prompt-row" data-index={i}>
             <div className="row-head">
               <span className="row-title">Message {i + 1}</span>
-              <label htmlFor={`${id}-role`} className="inline-label">Role of {what}</label>
+              <label htmlFor={`${id}-role`} className="inline-label">Role<span className="visually-hidden"> of {what}</span></label>
               <select id={`${id}-role`} value={ROLES.includes(p.role) ? p.role : 'user'} onChange={e => set(i, { ...p, role: e.target.value })}>
                 {ROLES.map(r => <option key={r} value={r}>{r}</option>)}
               </select>

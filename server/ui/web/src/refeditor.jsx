@@ -122,13 +122,26 @@ function placeCaret(el, offset) {
   sel.addRange(range);
 }
 
-/** Where the caret is drawn, relative to `box`: {left, top} for the picker. */
+/** The box that scrolls `el` into view (the inspector), or the window's. */
+function scroller(el) {
+  for (let at = el.parentElement; at; at = at.parentElement) {
+    if (/(auto|scroll)/.test(getComputedStyle(at).overflowY)) return at.getBoundingClientRect();
+  }
+  return { top: 0, bottom: window.innerHeight };
+}
+
+/** Where the picker goes, relative to `box`: under the caret, or above it when there is no room below. */
 function caretPlace(box) {
   const sel = window.getSelection();
   const outer = box.getBoundingClientRect();
   let rect = sel && sel.rangeCount ? sel.getRangeAt(0).getBoundingClientRect() : null;
   if (!rect || (!rect.width && !rect.height && !rect.left)) rect = outer;
-  return { left: Math.max(0, Math.min(rect.left - outer.left, outer.width - 240)), top: rect.bottom - outer.top + 4 };
+  const left = Math.max(0, Math.min(rect.left - outer.left, outer.width - 240));
+  const view = scroller(box);
+  const below = Math.min(view.bottom, window.innerHeight) - rect.bottom;
+  const above = rect.top - Math.max(view.top, 0);
+  if (below < 200 && above > below) return { left, bottom: outer.bottom - rect.top + 4 };
+  return { left, top: rect.bottom - outer.top + 4 };
 }
 
 /** The list the picker shows: options grouped under their component, the active one highlighted. */

@@ -3,7 +3,7 @@
 // target; then where everything else goes (`end_cpn_ids`). A Loop's termination condition uses the same
 // rows (ConditionRows). Targets change through the edit model (editmodel.js setParams).
 import { RefSelect, useScope } from './refeditor.jsx';
-import { TargetsField, targetChoices } from './categoriesfield.jsx';
+import { TargetsField, targetChoices, useRemeasure } from './categoriesfield.jsx';
 
 /** RAGFlow's comparison operators (its web SwitchOperatorOptions), with what they read as. */
 export const OPERATORS = [
@@ -56,6 +56,7 @@ export function SwitchField({ componentId, params, onChange, prefix, problems = 
   const { dsl } = useScope();
   const cases = Array.isArray(params.conditions) ? params.conditions : [];
   const choices = targetChoices(dsl, componentId);
+  useRemeasure(componentId, cases.length);
   const setCases = next => onChange({ ...params, conditions: next });
   const setCase = (i, c) => setCases(cases.map((x, j) => (j === i ? c : x)));
   const mine = problems.filter(p => /^params\.(conditions|end_cpn_ids)/.test(p.field || ''));
