@@ -10,7 +10,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.server.helpers import REPO, Api
+from tests.server.helpers import REPO, Api, cpn
 from tests.server.ui.test_editor import fresh_editor, node, press, save_version
 from tests.server.ui.test_routing import open_editor
 
@@ -304,4 +304,47 @@ def test_a_loop_s_variables_and_its_stop_condition_are_rows_and_its_body_can_ref
     expect(reply.locator('.ref-chip[data-ref="Loop:1@count"]')).to_have_count(1)
     loop = pick(b, "Loop:1")
     expect(loop.get_by_label("Stop, condition 1: reference")).to_have_value("Loop:1@count")
+    assert b.errors == []
+
+
+def test_inside_an_iteration_the_picker_offers_its_item_and_index_begin_s_inputs_and_the_conversation_variables(
+        browsing, ui_server, alice_token):
+    inside = {"parent_id": "Iteration:Each"}
+    dsl = {"components": {
+        "begin": cpn("Begin", {"prologue": "Hi.", "inputs": {"topic": {"type": "line", "name": "Topic"},
+                                                           "count": {"type": "integer", "name": "Count"}}}, ["LLM:List"]),
+        "LLM:List": cpn("LLM", {"llm_id": "gpt-4o@OpenAI", "prompts": [{"role": "user", "content": "List {begin@topic}"}]}, ["Iteration:Each"]),
+        "Iteration:Each": cpn("Iteration", {"items_ref": "LLM:List@structured"}, ["Message:Done"]),
+        "IterationItem:Start": {**cpn("IterationItem", {}, ["Message:Each"]), **inside},
+        "Message:Each": {**cpn("Message", {"content": ["One: {IterationItem:Start@item}"]}), **inside},
+        "Message:Done": cpn("Message", {"content": ["Done."]}),
+    }, "variables": {"tone": {"name": "tone", "type": "string", "value": "warm", "description": ""}},
+        "globals": {"env.tone": "warm", "sys.query": ""}}
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(dsl, "Each item")
+    b = open_editor(browsing, alice_token, agent_id)
+    # the Iteration's items: one reference, chosen from what is upstream of it
+    form = pick(b, "Iteration:Each")
+    items = form.get_by_label("items_ref")
+    expect(items).to_have_value("LLM:List@structured")
+    offered = items.locator("option").evaluate_all("os => os.map(o => o.value)")
+    assert {"LLM:List@content", "begin@topic", "begin@count", "sys.files", "env.tone"} <= set(offered), offered
+    assert not any(o.startswith(("Message:", "IterationItem:")) for o in offered), offered
+    # a component inside it: the item and its index, what the Iteration reaches, Begin's inputs, env variables
+    form = pick(b, "Message:Each")
+    reply = form.get_by_role("textbox", name="Reply 1")
+    expect(reply.locator(".ref-chip")).to_have_text(["IterationItem:Start › item"])
+    reply.click()
+    b.page.keyboard.press("Control+End")
+    b.page.keyboard.type(" /")
+    picker = b.page.get_by_role("listbox", name="References in scope")
+    for name in ("Begin › topic, string", "Begin › count, number", "IterationItem:Start › item, any", "IterationItem:Start › index, number",
+                 "LLM:List › content, string", "env.tone, string"):
+        expect(picker.get_by_role("option", name=name, exact=True)).to_have_count(1)
+    expect(picker.get_by_role("option", name="Message:Done", exact=False)).to_have_count(0)
+    b.page.keyboard.type("tone")
+    b.page.keyboard.press("Enter")
+    b.shot("iteration-scope")
+    params = saved(b, alice, agent_id)["components"]["Message:Each"]["obj"]["params"]
+    assert params["content"] == ["One: {IterationItem:Start@item} {env.tone}"]
     assert b.errors == []
