@@ -421,13 +421,15 @@ async def atrace_message(graph, config: dict, message_id: str) -> dict | None:
 @dataclass
 class ForkPlan:
     """How to run a fork: `config` names the checkpoint, `overrides` go into the run's context, `resume`
-    answers a form; `query` is the forked turn's."""
+    answers a form; `query` is the forked turn's; `forks` the message id of the turn it runs again (a client
+    shows the fork as another version of that turn)."""
     config: dict
     component_id: str
     component_type: str
     query: str = ""
     overrides: dict[str, dict] = field(default_factory=dict)
     resume: dict | None = None
+    forks: str | None = None
 
 
 def _step_at(turns: list[dict], checkpoint_id: str, component_id: str | None) -> tuple[dict, dict]:
@@ -473,10 +475,11 @@ async def fork_plan(graph, config: dict, checkpoint_id: str, *, inputs: dict | N
         if node is not None and task.name != FINISH and task.result is None and task.error is None:
             pending["steps"].append({"checkpoint_id": checkpoint_id, "component_id": node.id, "inputs": {},
                                      "outputs": {}})
-    _turn, step = _step_at(turns + [pending], checkpoint_id, component_id)
+    forked, step = _step_at(turns + [pending], checkpoint_id, component_id)
     query = next((t["query"] for t in reversed(turns) if t["query"]), "")
     node = canvas.plan.nodes[step["component_id"]]
-    plan = ForkPlan(config=snapshot.config, component_id=node.id, component_type=node.component_type, query=query)
+    plan = ForkPlan(config=snapshot.config, component_id=node.id, component_type=node.component_type, query=query,
+                    forks=forked.get("message_id") or None)
     if node.component_type in FORMS:
         if outputs is not None:
             raise ForkError("outputs", f"{node.id} is a form ({node.component_type}): fork it with `inputs`, its answers")

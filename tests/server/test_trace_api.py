@@ -183,10 +183,11 @@ def test_branches_lists_every_branch_a_fork_left_and_each_traces_its_own_turns(s
     old = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace?checkpoint_id={branches[1]['checkpoint_id']}")
     assert [s["component_id"] for s in old["turns"][1]["steps"]] == ["begin", "LLM:Kind", "Switch:S", "Message:E"]
     assert "branches" not in trace_of(alice, agent_id, session_id)
-    # the session's log marks the fork's question as a run again, with its edited text
+    # the session's log marks the fork's question as a run again, with its edited text and the turn it ran again
     log = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}")["messages"]
     asked = [m for m in log if m["role"] == "user"]
-    assert [m.get("fork") for m in asked] == [None, None, {"component_id": "Switch:S", "query": "And RAGFlow?"}]
+    assert [m.get("fork") for m in asked] == [None, None, {"component_id": "Switch:S", "query": "And RAGFlow?",
+                                                           "of": asked[1]["id"]}]
 
 
 def test_a_fork_with_given_outputs_continues_from_the_steps_successors(served):

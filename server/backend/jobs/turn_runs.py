@@ -363,7 +363,8 @@ class TurnWorker:
             edited = (((fork.get("overrides") or {}).get(fork.get("component_id")) or {}).get("inputs") or {}).get(
                 "sys.query")
             message["fork"] = {"component_id": fork.get("component_id"),
-                               **({"query": edited} if isinstance(edited, str) else {})}
+                               **({"query": edited} if isinstance(edited, str) else {}),
+                               **({"of": fork["forks"]} if fork.get("forks") else {})}      # the turn it runs again
         await self.store.append_messages(session.id, [message])
 
     async def finish_turn(self, turn: TurnRecord, publisher: Publisher, fold: AnswerFold, end: dict[str, Any]) -> None:
