@@ -57,6 +57,13 @@ def session_view(session: Session, *, with_dsl: bool = True) -> dict:
     return view
 
 
+async def last_turn_view(store, tenant: str, session_id: str) -> dict | None:
+    """How the session's newest turn went, {status, error}: the UI tells a failed session (a component's
+    error: "stopped", or "failed") from one waiting for a form ("paused") or cancelled. None before any turn."""
+    turns = await store.session_turns(tenant, session_id, limit=1)
+    return {"status": turns[0].status, "error": turns[0].error} if turns else None
+
+
 def version_view(version: Version, *, full: bool = True) -> dict:
     """A version as RAGFlow shows one (UserCanvasVersion), plus who saved it and its diagnostics.
     Listings leave out the DSL and the description, as RAGFlow's do."""

@@ -1,18 +1,28 @@
-// An agent's sessions beside its chat: the first question, when it was last used (relative time), a status
-// in words (and "scheduled" for a schedule's run), a search box and delete (asks first).
+// An agent's sessions beside its chat: the first question, when it was last used (relative time), how its
+// last turn went in words (answered, failed, waiting for input, stopped; "scheduled" for a schedule's run),
+// a search box and delete (asks first).
 import { useState } from 'react';
 import { api } from './api.js';
+import { shownTurns, turnTree } from './branches.js';
 import { notify } from './common.jsx';
 import { relativeTime, route } from './util.js';
 
-/** What a session's log says about it: "answered", "no answer yet", "waiting for a form". */
+// the newest turn's end (server: c2g_turns.status) in words; "stopped" is the engine's word for a turn a
+// component's error ended, so it reads "failed" here, and a cancelled turn reads "stopped"
+const LAST_TURN = { stopped: 'failed', failed: 'failed', rejected: 'failed', paused: 'waiting for input', cancelled: 'stopped',
+  interrupted: 'stopped', rolled_back: 'stopped', queued: 'running', running: 'running' };
+
+/** How a session went: its number of turns and its status in words ("answered", "failed", "waiting for
+ * input", "stopped", "running", "no answer"), from its last turn's end (`last_turn`) or else its log. */
 export function sessionStatus(session) {
   const messages = (session.messages || []).filter(m => m.role === 'user' || m.role === 'assistant');
-  const turns = messages.filter(m => m.role === 'user').length;
+  const turns = shownTurns(turnTree(messages)).length;        // a fork's run is a version of a turn, not one more
   if (!turns) return { turns, text: 'not started' };
+  const ended = LAST_TURN[(session.last_turn || {}).status];
+  if (ended) return { turns, text: ended };
   const last = messages.at(-1);
   if (last.role === 'user') return { turns, text: 'no answer' };
-  if (!last.content) return { turns, text: 'waiting or stopped' };
+  if (!last.content) return { turns, text: 'no answer' };
   return { turns, text: 'answered' };
 }
 
