@@ -3,6 +3,7 @@
 // of the uploaded files' entries). The answer is {key: {type, value}}, as RAGFlow's clients send it.
 import { useEffect, useId, useRef, useState } from 'react';
 import { api } from './api.js';
+import { Markdown } from './markdown.jsx';
 import { plainError } from './util.js';
 
 const kind = field => String((field && field.type) || 'line').toLowerCase();
@@ -77,6 +78,7 @@ export async function readInputs(container, inputs, agentId) {
 /**
  * A form for `inputs` ({key: {type, name, optional, options, value}}). `onSubmit(answer)` gets
  * {key: {type, value}}; file fields are uploaded first for `agentId`. `done` shows it answered (disabled).
+ * `tips` (a UserFillUp's) is Markdown, as RAGFlow writes them.
  */
 export function InputsForm({ title, tips, inputs, agentId, submitLabel = 'Continue', onSubmit, done = false, autoFocus = true }) {
   const formId = useId().replace(/:/g, '');
@@ -106,7 +108,7 @@ export function InputsForm({ title, tips, inputs, agentId, submitLabel = 'Contin
   return (
     <form ref={formRef} className="inputs-form" aria-labelledby={`${formId}-title`} onSubmit={submit}>
       <h3 id={`${formId}-title`}>{title}</h3>
-      {tips ? <p className="tips">{tips}</p> : null}
+      {tips ? <Markdown text={tips} className="tips markdown" /> : null}
       <InputFields inputs={inputs} idPrefix={formId} disabled={disabled} />
       <div className="buttons">
         <button type="submit" className="primary" disabled={disabled}>{done ? 'Answered' : submitLabel}</button>

@@ -4,6 +4,7 @@
 // the only place where the UI writes HTML (a test checks the sources).
 import { Marked } from 'marked';
 import DOMPurify from 'dompurify';
+import './markdown.css';
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escape = text => String(text).replace(/[&<>"']/g, c => ESCAPES[c]);
@@ -30,6 +31,12 @@ const PURIFY = { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'img', 'fo
 /** Markdown text as sanitized HTML. */
 export function markdownHtml(text) {
   return DOMPurify.sanitize(marked.parse(String(text || '')), PURIFY);
+}
+
+/** Markdown text as the plain text it reads as ("**ERROR**: `x`" -> "ERROR: x"), for places that show text
+ * only (a box's one-line detail, a tooltip). */
+export function markdownText(text) {
+  return new DOMParser().parseFromString(markdownHtml(text), 'text/html').body.textContent.replace(/\s+/g, ' ').trim();
 }
 
 /** Split `<think>…</think>` out of an answer (a reopened session keeps them in the text). */

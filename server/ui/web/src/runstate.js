@@ -2,6 +2,7 @@
 // States: waiting, running (with when it started), done (elapsed), error (message), paused (a form waits),
 // cancelled (still running when the turn was cancelled, or stopped by another component's error), and
 // skipped (a turn that finished without running it: a branch not taken).
+import { markdownText } from './markdown.jsx';
 import { componentsOf, seconds, typeOf } from './util.js';
 
 const set = (states, id, state, detail = '', extra = {}) => (id ? { ...states, [id]: { state, detail, ...extra } } : states);
@@ -22,7 +23,8 @@ function asking(states, dsl) {
 
 /** A component's failure: a cancel that stopped it mid-run (RAGFlow's "Task has been canceled") is no error. */
 export const CANCELLED = 'Task has been canceled';
-const failure = error => (String(error) === CANCELLED ? ['cancelled', ''] : ['error', String(error)]);
+// the detail is one line of text on a box: an error's Markdown (RAGFlow's "**ERROR**: ...") as the text it reads as
+const failure = error => (String(error) === CANCELLED ? ['cancelled', ''] : ['error', markdownText(String(error))]);
 
 /** The states after one event. */
 export function applyRunEvent(states, event, dsl) {
