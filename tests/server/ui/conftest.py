@@ -17,7 +17,7 @@ ARTIFACTS = Path(os.environ.get("CANVAS2GRAPH_UI_ARTIFACTS") or REPO / "tests" /
 
 # Short answers stream in a few pieces 100 ms apart (long enough to see a component running); LLM:Slow's
 # answer takes about 4 s (40 pieces), long enough to cancel; LLM:Fails's provider fails; LLM:Md answers in
-# Markdown after some reasoning; Categorize:Route always picks "yes".
+# Markdown after some reasoning; Categorize:Route always picks "yes"; `by_message` routes the support desk.
 MARKDOWN_ANSWER = ("## Plan\n\n| step | owner |\n|---|---|\n| draft | **Ann** |\n\nRun `make docs` and read "
                    "[the guide](https://example.com/guide).")
 UI_SCRIPT = {
@@ -25,6 +25,17 @@ UI_SCRIPT = {
                      "LLM:Fails": [{"error": "the provider is down"}],
                      "LLM:Md": [{"content": MARKDOWN_ANSWER, "reasoning": "The user wants a plan."}] * 5,
                      "Categorize:Route": ["yes"] * 20},
+    # fixtures/ui/support_router.json: Categorize:Triage picks by the question (rules are never used up; a
+    # Categorize's message holds the conversation, so the words are ones no answer or category says);
+    # LLM:LegalReview fails with a Markdown error (RAGFlow's "**ERROR**: ..." style); LLM:Sleepy takes ~4 s
+    "by_message": [
+        {"component": "Categorize:Triage", "match": r"\bbuy\b", "reply": "sales"},
+        {"component": "Categorize:Triage", "match": r"\bcontract\b", "reply": "legal"},
+        {"component": "Categorize:Triage", "match": r"\bcharged twice\b", "reply": "billing"},
+        {"component": "Categorize:Triage", "match": r".", "reply": "smalltalk"},
+        {"component": "LLM:LegalReview", "match": r".", "reply": {"error": "**ERROR**: the review service is `down`"}},
+        {"component": "LLM:Sleepy", "match": r".", "reply": " ".join(f"slow{i}" for i in range(40))},
+    ],
     "auto_reply": "Answer {n} from {component}.",
     "stream_chunks": 60,
     "chunk_interval_ms": 100,

@@ -187,18 +187,24 @@ def test_a_running_component_counts_its_time_and_cancel_says_the_answer_had_fini
 def test_clicking_a_component_opens_its_step(browsing, ui_server, alice_token):
     b = at_new_agent(browsing, ui_server, alice_token, CHAT_DSL, "Clickable")
     box(b, "LLM:A").click()
-    expect(b.page.locator("#notice")).to_contain_text("Run the agent first")
+    drawer = b.page.get_by_role("dialog", name="Step of LLM:A")
+    expect(drawer).to_contain_text("Run the agent first")
+    b.page.keyboard.press("Escape")
     send(b, "open me")
     expect(b.page.get_by_role("status").filter(has_text="Finished.")).to_be_visible()
     box(b, "LLM:A").click()
-    step = b.page.locator('details.step[data-component="LLM:A"]')
+    step = drawer.locator('details.step[data-component="LLM:A"]')
     expect(step).to_have_attribute("open", "")
     expect(step).to_contain_text("open me")
-    expect(b.page).to_have_url(re.compile(r"/trace/LLM%3AA$"))
+    expect(b.page).not_to_have_url(re.compile(r"/trace"))                 # the chat stays
     # by keyboard: the component list's names are buttons
-    b.page.get_by_role("link", name="Back to the chat").click()
+    b.page.keyboard.press("Escape")
     b.page.get_by_role("button", name="Open the step of Message:M").focus()
     b.page.keyboard.press("Enter")
+    expect(b.page.get_by_role("dialog", name="Step of Message:M").locator('details.step[data-component="Message:M"]')).to_have_attribute("open", "")
+    # the trace page opens the step too
+    b.page.get_by_role("link", name="Open the full trace").click()
+    expect(b.page).to_have_url(re.compile(r"/trace/Message%3AM$"))
     expect(b.page.locator('details.step[data-component="Message:M"]')).to_have_attribute("open", "")
     assert b.errors == []
 

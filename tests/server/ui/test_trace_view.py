@@ -88,19 +88,27 @@ def test_a_fork_leaves_branches_to_switch_between_and_shows_its_edited_question(
     expect(component(b, "begin")).to_have_attribute("data-state", "done")
     expect(component(b, "LLM:A")).to_have_attribute("data-state", "done")
     expect(component(b, "Message:M")).to_have_attribute("data-state", "done")
-    # the forked turn is titled with its edited question; the branch switcher lists both branches
+    # the fork is another version of turn 1, titled with its edited question (on its branch, turn 2 was not
+    # asked yet); the branch switcher lists both branches
     turns = b.page.locator("section.turn")
-    expect(turns).to_have_count(2)
-    expect(turns.nth(1).locator("h2")).to_have_text("Turn 2: an edited question")
+    expect(turns).to_have_count(1)
+    expect(turns.nth(0).locator("h2")).to_have_text("Turn 1: an edited question")
+    expect(turns.nth(0)).to_contain_text("version 2 of 2")
     switcher = b.page.get_by_label("Branch", exact=True)
     expect(switcher.locator("option")).to_have_count(2)
     b.shot("branches")
     switcher.select_option(index=1)
+    expect(turns).to_have_count(2)
+    expect(turns.nth(0).locator("h2")).to_have_text("Turn 1: first question")
     expect(turns.nth(1).locator("h2")).to_have_text("Turn 2: second question")
-    # the chat tells the fork apart instead of asking the old question again
+    # the chat shows the fork as a version of turn 1 with its edited question, not the old question again
     b.page.get_by_role("link", name="Back to the chat").click()
-    expect(b.page.locator(".message.notice-meta")).to_contain_text("with the question “an edited question”")
-    expect(b.page.locator(".message.user").filter(has_text="first question")).to_have_count(1)
+    versions = b.page.get_by_role("group", name="Versions of turn 1")
+    expect(versions).to_contain_text("2/2")
+    expect(versions).to_contain_text("run again from Message:M")
+    expect(b.page.locator(".message.user .text")).to_have_text(["an edited question"])
+    versions.get_by_role("button", name="Previous version of turn 1").click()
+    expect(b.page.locator(".message.user .text")).to_have_text(["first question", "second question"])
     assert b.errors == []
 
 

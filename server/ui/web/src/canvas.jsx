@@ -4,8 +4,10 @@
 // states are listed under the canvas as text (screen readers, narrow windows, and keyboard: each name
 // opens the component's step).
 import { memo, useCallback, useEffect, useMemo, useState } from 'react';
-import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, Position, useReactFlow } from '@xyflow/react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, MiniMap, Position } from '@xyflow/react';
 import { layout, isContainer } from './graphmodel.js';
+import { ReadableView } from './readableview.jsx';
+import './runcanvas.css';
 import { seconds } from './util.js';
 
 export const STATES = ['waiting', 'running', 'done', 'error', 'paused', 'cancelled', 'skipped'];
@@ -115,22 +117,23 @@ export function fitOptions(items) {
   return { ...FIT, nodes: items.filter(i => i.kind !== 'note').map(i => ({ id: i.id })) };
 }
 
-function FitOnChange({ signature, options }) {
-  const flow = useReactFlow();
-  useEffect(() => {
-    const timer = setTimeout(() => flow.fitView({ ...options, duration: 0 }), 30);
-    return () => clearTimeout(timer);
-  }, [signature]);      // eslint-disable-line react-hooks/exhaustive-deps
-  return null;
-}
+// the minimap's fill per state (style.css's state colours)
+const MINIMAP_FILL = { waiting: '#ffffff', running: '#1f6feb', done: '#2da44e', error: '#cf222e', paused: '#bf8700',
+  cancelled: '#6e7781', skipped: '#e6e8eb' };
 
-/** The run view's canvas. `states`: {id: {state, detail, startedAt}}; `onOpen(id)` opens a component's step. */
-export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
+/** The run view's canvas. `states`: {id: {state, detail, startedAt}}; `onOpen(id)` opens a component's
+ * step; `selected`: the id whose step is open (its box is outlined); `children` sit over the canvas (the
+ * step drawer). It opens at a zoom its text reads at (readableview.jsx), with a minimap. */
+export function RunCanvas({ dsl, states, onOpen, selected = null, title = 'Graph', children = null }) {
   const drawn = useMemo(() => layout(dsl), [dsl]);
-  const [nodes, onMeasure] = useMeasured(useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction), [drawn, states]));
+  const [nodes, onMeasure] = useMeasured(useMemo(() => flowNodes(drawn.items, states, {}, drawn.direction)
+    .map(n => (n.id === selected ? { ...n, selected: true } : n)), [drawn, states, selected]));
   const edges = useMemo(() => flowEdges(drawn.edges, states), [drawn, states]);
   const [full, setFull] = useState(false);
   const components = drawn.items.filter(i => i.kind === 'component');
+  const ids = useMemo(() => drawn.items.filter(i => i.kind !== 'note').map(i => i.id), [drawn]);
+  const running = Object.keys(states).find(id => states[id].state === 'running') || null;
+  const start = (components.find(c => c.type === 'Begin') || components[0] || {}).id;
 
   useEffect(() => {
     if (!full) return undefined;
@@ -148,16 +151,21 @@ export function RunCanvas({ dsl, states, onOpen, title = 'Graph' }) {
       <ul className="legend" aria-label="Legend">
         {STATES.map(s => <li key={s} className={`state-${s}`}><span className="swatch" aria-hidden="true" />{s}</li>)}
       </ul>
-      <div className="canvas" role="img" aria-label="The agent graph; component states are listed below it">
-        <ReactFlowProvider>
-          <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} fitView fitViewOptions={fitOptions(drawn.items)} minZoom={0.1} maxZoom={2.5}
-            nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }} onNodesChange={onMeasure}
-            onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
-            <Background gap={20} size={1} />
-            <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
-            <FitOnChange signature={`${full}:${drawn.items.length}`} options={fitOptions(drawn.items)} />
-          </ReactFlow>
-        </ReactFlowProvider>
+      <div className="canvas-area">
+        <div className="canvas" role="img" aria-label="The agent graph; component states are listed below it">
+          <ReactFlowProvider>
+            <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} minZoom={0.1} maxZoom={2.5}
+              nodesDraggable={false} nodesConnectable={false} elementsSelectable={false} proOptions={{ hideAttribution: true }} onNodesChange={onMeasure}
+              onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
+              <Background gap={20} size={1} />
+              <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
+              <MiniMap pannable zoomable ariaLabel="Overview of the graph" nodeStrokeWidth={3}
+                nodeColor={n => MINIMAP_FILL[(n.data && n.data.state) || 'waiting'] || MINIMAP_FILL.waiting} nodeStrokeColor="#8a94a3" />
+              <ReadableView ids={ids} focus={() => running || start} running={running} signature={`${full}:${drawn.items.length}`} />
+            </ReactFlow>
+          </ReactFlowProvider>
+        </div>
+        {children}
       </div>
       <details className="state-list" open>
         <summary>Components</summary>

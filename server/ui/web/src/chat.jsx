@@ -50,6 +50,7 @@ export function chatReducer(items, action) {
     case 'notice': return [...endStreaming(items), { kind: 'notice', key: key(), level: action.level || 'info', text: action.text }];
     case 'form': return [...endStreaming(items), { kind: 'form', key: key(), ...action.form, done: false }];
     case 'forms-done': return items.map(i => (i.kind === 'form' && !i.done ? { ...i, done: true } : i));
+    case 'keep-waiting-forms': return items.filter(i => i.kind === 'form' && !i.done);
     case 'turn-meta': {
       // a turn's time and tokens go under its last answer (or stand alone when it had none)
       for (let i = items.length - 1; i >= 0; i--) {
@@ -146,7 +147,25 @@ function Message({ item, onError }) {
   );
 }
 
-/** The conversation: `items` from chatReducer; `agentId` for the forms' uploads. */
+/** A turn that a fork ran again: which version shows ("‹ 2/2 ›"), and where the fork started. `item`:
+ * {number: the turn's, index, count, fork: the shown version's {component_id} when it is a fork, onPick(i)}. */
+function Versions({ item }) {
+  const { number, index, count, fork, onPick } = item;
+  return (
+    <li className="message versions" role="group" aria-label={`Versions of turn ${number}`}>
+      <span className="muted">Turn {number}</span>
+      <button type="button" className="version-step" aria-label={`Previous version of turn ${number}`} disabled={index === 0}
+        onClick={() => onPick(index - 1)}>‹</button>
+      <span className="version-count" aria-live="polite">{index + 1}/{count}</span>
+      <button type="button" className="version-step" aria-label={`Next version of turn ${number}`} disabled={index === count - 1}
+        onClick={() => onPick(index + 1)}>›</button>
+      {fork && fork.component_id ? <span className="muted">run again from <code>{fork.component_id}</code></span> : null}
+    </li>
+  );
+}
+
+/** The conversation: `items` from chatReducer (and a 'versions' switcher before a turn a fork ran
+ * again); `agentId` for the forms' uploads. */
 export function Chat({ items, agentId, label = 'Conversation', onError = () => {} }) {
   const log = useRef(null);
   useEffect(() => {
@@ -156,7 +175,13 @@ export function Chat({ items, agentId, label = 'Conversation', onError = () => {
     <ol ref={log} className="messages" aria-label={label} aria-live="polite">
       {items.map(item => {
         if (item.kind === 'message') return <Message key={item.key} item={item} onError={onError} />;
-        if (item.kind === 'notice') return <li key={item.key} className={`message notice-${item.level}`} role={item.level === 'error' ? 'alert' : undefined}>{item.text}</li>;
+        if (item.kind === 'versions') return <Versions key={item.key} item={item} />;
+        if (item.kind === 'notice') {
+          // an error's text comes from the engine or a model (RAGFlow's "**ERROR**: ..."): Markdown
+          return item.level === 'error'
+            ? <li key={item.key} className="message notice-error" role="alert"><Markdown text={item.text} className="notice-text markdown" /></li>
+            : <li key={item.key} className={`message notice-${item.level}`}>{item.text}</li>;
+        }
         return (
           <li key={item.key} className="message form">
             <InputsForm title={item.title} tips={item.tips} inputs={item.inputs} agentId={agentId} submitLabel={item.submitLabel}

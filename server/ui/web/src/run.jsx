@@ -1,18 +1,24 @@
-// The run page: the chat streaming the answer, the agent on its canvas lighting up as events arrive,
-// Begin / UserFillUp forms (the composer waits while one is open), Cancel, and the agent's sessions
-// (reopening one shows its history and the canvas as its last turn left it), and its schedules (schedules.jsx).
-import { useEffect, useRef, useState } from 'react';
+// The run page: the chat streaming the answer beside the agent on its canvas lighting up as events arrive
+// (a divider shares the width between them, split.jsx; the chat can be hidden), a box's step in a drawer
+// over the graph (stepdrawer.jsx), Begin / UserFillUp forms (the composer waits while one is open), Cancel,
+// and the agent's sessions (reopening one shows its history, a forked turn as versions to switch between,
+// branches.js, and the canvas as its last turn left it), and its schedules (schedules.jsx).
+import { useEffect, useMemo, useRef, useState } from 'react';
 import { api } from './api.js';
+import { shownTurns, turnTree } from './branches.js';
 import { RunCanvas } from './canvas.jsx';
-import { Chat } from './chat.jsx';
+import { Chat, chatReducer } from './chat.jsx';
 import { EndpointsPanel } from './endpoints.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { fieldLabel } from './forms.jsx';
 import { statesFromSteps, stepsOfTurn } from './runstate.js';
 import { SchedulesPanel } from './schedules.jsx';
 import { SessionsPanel } from './sessions.jsx';
+import { SplitPane } from './split.jsx';
+import { StepDrawer } from './stepdrawer.jsx';
 import { useTurn } from './turns.js';
 import { plainError, route } from './util.js';
+import './run.css';
 
 const enc = encodeURIComponent;
 
@@ -64,17 +70,26 @@ function RunHeader({ agent, sessionId, showProblems }) {
   </>);
 }
 
-/** A reopened session's messages into the chat: a fork's question as what it is, an empty turn in words. */
-function replayHistory(session, dispatch) {
-  for (const m of session.messages || []) {
-    if (m.role === 'user' && m.fork) {
-      // a fork ran a past turn again: say so instead of showing its old question as a new one
-      const edited = m.fork.query !== undefined ? ` with the question “${m.fork.query}”` : '';
-      dispatch({ type: 'notice', level: 'meta', text: `Run again from ${m.fork.component_id}${edited}.` });
-    } else if (m.role === 'user' && !m.content) dispatch({ type: 'message', role: 'user', content: '(answered a form)' });
-    else if (m.role === 'assistant' && !m.content) dispatch({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' });
-    else dispatch({ type: 'message', role: m.role, content: m.content, reference: m.reference });
+/** A reopened session's log as chat items: the turns of one branch (`choice`: shownTurns'), a turn with
+ * several versions (a fork ran it again) headed by a switcher that calls `onPick(parent, index)`. */
+function replayItems(tree, choice, onPick) {
+  let items = [];
+  const apply = action => { items = chatReducer(items, action); };
+  const answer = m => (m.content ? apply({ type: 'message', role: 'assistant', content: m.content, reference: m.reference })
+    : apply({ type: 'notice', level: 'meta', text: 'No answer: the turn paused or ended without a message.' }));
+  tree.lead.forEach(answer);
+  for (const { turn, number, index, count } of shownTurns(tree, choice)) {
+    if (count > 1) {
+      items = [...items, { kind: 'versions', key: `versions-${turn.key}`, number, index, count, fork: turn.fork,
+        onPick: i => onPick(turn.parent ?? '', i) }];
+    }
+    const q = turn.question;
+    // a fork's question as it ran (edited or not), once: the switcher says it ran the turn again
+    const asked = q.fork && typeof q.fork.query === 'string' ? q.fork.query : q.content;
+    apply({ type: 'message', role: 'user', content: asked || '(answered a form)' });
+    turn.answers.forEach(answer);
   }
+  return items;
 }
 
 /** The canvas as a reopened session's last turn left it; a paused one asks its form again (the trace
@@ -123,6 +138,17 @@ export function RunPage({ agentId, sessionId, onAuthLost }) {
   return <RunView key={`${agentId}/${sessionId || ''}`} agent={page.data.agent} session={page.data.session} />;
 }
 
+/** Whether the chat is hidden (the graph then takes the whole width), remembered in localStorage. */
+function useChatHidden() {
+  const KEY = 'c2g.run.chatHidden';
+  const [hidden, setHidden] = useState(() => { try { return localStorage.getItem(KEY) === '1'; } catch { return false; } });
+  function set(value) {
+    setHidden(value);
+    try { localStorage.setItem(KEY, value ? '1' : '0'); } catch { /* private mode: not remembered */ }
+  }
+  return [hidden, set];
+}
+
 function RunView({ agent, session }) {
   const agentId = agent.id;
   const dsl = (session && session.dsl) || agent.dsl;
@@ -131,15 +157,32 @@ function RunView({ agent, session }) {
   const { sessionId, sessionRef, sessions, loadSessions, adopt } = useSessions(agentId, session);
   const [status, setStatus] = useState('');
   const [text, setText] = useState('');
+  const [history, setHistory] = useState(() => (session ? { tree: turnTree(session.messages), choice: {} } : null));
+  const [openStep, setOpenStep] = useState(null);        // the component whose step the drawer shows
+  const [ended, setEnded] = useState(0);                 // turns ended on this page: the drawer reads its step again
+  const [chatHidden, setChatHidden] = useChatHidden();
   const queryBox = useRef(null);
   const formWaiting = turn.items.some(i => i.kind === 'form' && !i.done);
+  const shownHistory = useMemo(() => (history ? replayItems(history.tree, history.choice, pickVersion) : []),
+    [history]);     // eslint-disable-line react-hooks/exhaustive-deps
 
   function askForm(inputs, tips, title = 'The agent asks', submitLabel = 'Send answer') {
     turn.dispatch({ type: 'form', form: { title, tips, inputs, submitLabel, onSubmit: answer => run('', answer, inputs) } });
   }
 
+  /** Show another version of a turn: the log is read again (it holds the turns run on this page since),
+   * which then shows them all; a form still waiting stays, since the session stands there. */
+  async function pickVersion(parent, index) {
+    if (turn.running) return;
+    const fresh = await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionRef.current)}`).catch(() => null);
+    turn.dispatch({ type: 'keep-waiting-forms' });
+    setHistory(h => ({ tree: fresh ? turnTree(fresh.messages) : h.tree, choice: { ...h.choice, [parent]: index } }));
+  }
+
   async function run(query, answer, inputs) {
     if (turn.running) return;
+    // a new turn continues the session's current branch: show it, not an older version
+    setHistory(h => (h && Object.keys(h.choice).length ? { ...h, choice: {} } : h));
     setStatus('Running…');
     turn.dispatch({ type: 'forms-done' });
     if (query || answer) turn.dispatch({ type: 'message', role: 'user', content: query || answerText(answer, inputs) });
@@ -152,6 +195,7 @@ function RunView({ agent, session }) {
     } catch (e) {
       if (e.name !== 'AbortError') { turn.dispatch({ type: 'notice', level: 'error', text: plainError(e.message) }); setStatus('Failed.'); }
     } finally {
+      setEnded(n => n + 1);
       loadSessions();
     }
   }
@@ -160,7 +204,6 @@ function RunView({ agent, session }) {
   useEffect(() => {
     loadSessions();
     if (session) {
-      replayHistory(session, turn.dispatch);
       resumePaused(agentId, session.id, dsl, turn, askForm, setStatus);
     } else {
       if (begin.prologue) turn.dispatch({ type: 'message', role: 'assistant', content: begin.prologue });
@@ -189,22 +232,33 @@ function RunView({ agent, session }) {
     run(text);
   }
 
-  const openStep = id => (sessionRef.current ? (location.hash = route('agents', agentId, 'sessions', sessionRef.current, 'trace', id))
-    : notify('Run the agent first: a component has a step once it ran.'));
+  const chat = (
+    <section className="card chat" aria-labelledby="chat-title">
+      <div className="chat-head">
+        <h2 id="chat-title">Chat</h2>
+        <button type="button" onClick={() => setChatHidden(true)} title="The graph takes the whole width">Hide the chat</button>
+      </div>
+      <Chat items={[...shownHistory, ...turn.items]} agentId={agentId} onError={m => notify(m, 'error')} />
+      <p className="run-status muted" role="status">{status}</p>
+      <Composer text={text} setText={setText} formWaiting={formWaiting} running={turn.running} box={queryBox}
+        onSubmit={submit} onCancel={cancel} />
+    </section>
+  );
+  const graph = (<>
+    {chatHidden ? <button type="button" className="show-chat" onClick={() => setChatHidden(false)}>Show the chat</button> : null}
+    <RunCanvas dsl={dsl} states={turn.states} onOpen={setOpenStep} selected={openStep}>
+      {openStep ? <StepDrawer agentId={agentId} sessionId={sessionId} componentId={openStep} version={ended}
+        onClose={() => setOpenStep(null)} /> : null}
+    </RunCanvas>
+  </>);
 
   return (
     <>
       <RunHeader agent={agent} sessionId={sessionId} showProblems={agent.compiles === false && !session} />
-      <div className="run-layout">
+      <div className="run-layout run-split">
         <SessionsPanel agentId={agentId} sessions={sessions} current={sessionId} onChanged={loadSessions} />
-        <section className="card chat" aria-labelledby="chat-title">
-          <h2 id="chat-title">Chat</h2>
-          <Chat items={turn.items} agentId={agentId} onError={m => notify(m, 'error')} />
-          <p className="run-status muted" role="status">{status}</p>
-          <Composer text={text} setText={setText} formWaiting={formWaiting} running={turn.running} box={queryBox}
-            onSubmit={submit} onCancel={cancel} />
-        </section>
-        <RunCanvas dsl={dsl} states={turn.states} onOpen={openStep} />
+        <SplitPane storageKey="c2g.run.chatWidth" label="Resize the chat and the graph" hidden={chatHidden}
+          first={chat} second={graph} />
       </div>
       <SchedulesPanel agent={agent} onRun={loadSessions} />
       <EndpointsPanel agent={agent} />

@@ -2,12 +2,15 @@
 // bookkeeping keys such as `_created_time` only behind the "raw" switch, usage as "16 in / 22 out"),
 // numbered per turn, with the time each started; a failed step opens with its inputs and prompt.
 // "Run again from here" forks the session from a step (its inputs or outputs edited or not) and streams
-// the new branch into a chat and the canvas, where the steps before the fork point show as done.
+// the new branch into a chat and the canvas, where the steps before the fork point show as done. A fork
+// reads as another version of the turn it ran again (branches.js), numbered as that turn.
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { api } from './api.js';
+import { forkQuery, turnTree, versionsOf, versionTurns } from './branches.js';
 import { RunCanvas } from './canvas.jsx';
 import { Chat } from './chat.jsx';
 import { Loading, PageError, useLoad } from './common.jsx';
+import { Markdown } from './markdown.jsx';
 import { statesFromSteps, stepsOfTurn } from './runstate.js';
 import { useTurn } from './turns.js';
 import { SaveAsTestButton } from './testing.jsx';
@@ -44,12 +47,13 @@ function clock(value) {
   return date ? date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : '';
 }
 
-function StepView({ turn, step, index, raw, open, onFork }) {
+/** One step as fields; `open` opens it (and, with `scroll`, brings it into view with the focus on it). */
+export function StepView({ turn, step, index, raw, open, onFork, scroll = true }) {
   const failed = Boolean(step.error);
   const ref = useRef(null);
   useEffect(() => {
-    if (open && ref.current) { ref.current.scrollIntoView({ block: 'center' }); ref.current.querySelector('summary').focus(); }
-  }, [open]);
+    if (open && scroll && ref.current) { ref.current.scrollIntoView({ block: 'center' }); ref.current.querySelector('summary').focus(); }
+  }, [open]);       // eslint-disable-line react-hooks/exhaustive-deps
   const has = v => v && (typeof v !== 'object' || Object.keys(v).length);
   return (
     <details ref={ref} className={`step${failed ? ' failed' : ''}`} data-component={step.component_id || ''} data-step={String(step.step)}
@@ -64,7 +68,7 @@ function StepView({ turn, step, index, raw, open, onFork }) {
         {step.form && turn.status === 'paused' ? <span className="paused-tag"> waits for a form</span> : null}
       </summary>
       <div className="step-body">
-        {failed ? <p className="error">{String(step.error)}</p> : null}
+        {failed ? <Markdown text={String(step.error)} className="error step-error markdown" /> : null}
         {raw ? <pre className="raw">{pretty(step)}</pre> : (<>
           <Block title="Inputs" show={has(step.inputs)}><Fields value={step.inputs} raw={raw} /></Block>
           <Block title="Outputs" show={has(step.outputs)}><Fields value={step.outputs} raw={raw} /></Block>
@@ -90,11 +94,10 @@ function StepView({ turn, step, index, raw, open, onFork }) {
   );
 }
 
-/** A fork's question as it was edited (the first step's `sys.query`), else the turn's own. */
+/** A turn's question as it was asked, or as a fork edited it. */
 export function turnQuery(turn) {
-  const first = ((turn.steps || [])[0] || {}).inputs || {};
-  if (turn.fork_of && typeof first['sys.query'] === 'string' && first['sys.query'] !== turn.query) return first['sys.query'];
-  return typeof turn.query === 'string' ? turn.query : pretty(turn.query);
+  const query = forkQuery(turn);
+  return typeof query === 'string' ? query : pretty(query);
 }
 
 function BranchSwitcher({ branches, shown, onPick }) {
@@ -117,13 +120,15 @@ function BranchSwitcher({ branches, shown, onPick }) {
 
 /** A step whose output a failed step was reading when it failed without inputs or a prompt of its own
  * (a Message streaming an LLM's answer): it opens with the failure, since its prompt is the one that failed. */
-function feedsFailure(steps, i) {
+export function feedsFailure(steps, i) {
   const next = steps[i + 1];
   const bare = s => !s.messages && !(s.inputs && Object.keys(s.inputs).length);
   return Boolean(next && next.error && bare(next) && !steps[i].error);
 }
 
-function TurnView({ turn, raw, openComponent, onFork, onShow }) {
+/** A turn of versionTurns: a fork reads as another version of the turn it ran again. `versions`:
+ * {index, count} of its turn (from the session's log), when it has several. */
+function TurnView({ turn, raw, openComponent, onFork, onShow, versions }) {
   const steps = turn.steps || [];
   const query = turnQuery(turn);
   return (
@@ -132,7 +137,8 @@ function TurnView({ turn, raw, openComponent, onFork, onShow }) {
       <p className="muted">
         {turn.status || ''} · {steps.length} step{steps.length === 1 ? '' : 's'}
         {turn.started_at ? ` · started ${clock(turn.started_at)}` : ''}
-        {turn.fork_of ? ` · run again from a step of turn ${turn.fork_of}` : ''}
+        {versions && versions.count > 1 ? ` · version ${versions.index + 1} of ${versions.count}` : ''}
+        {turn.rerun ? ` · run again from step ${turn.rerun.step + 1} (${turn.rerun.component_id})` : ''}
       </p>
       <button type="button" onClick={() => onShow(turn)}>Show turn {turn.turn} on the canvas</button>
       <ol className="steps">{steps.map((step, i) => (
@@ -219,6 +225,7 @@ function TraceView({ agent, session, component }) {
   const [raw, setRaw] = useState(false);
   const [fork, setFork] = useState(null);
   const [branch, setBranch] = useState(null);        // null: the current branch, else a checkpoint id
+  const [messages, setMessages] = useState(session.messages);   // the log: which versions each turn has
 
   async function load(which = branch) {
     try {
@@ -226,6 +233,7 @@ function TraceView({ agent, session, component }) {
       const t = await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}/trace?branches=true${at}`);
       setTrace(t);
       setError('');
+      api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionId)}`).then(s => setMessages(s.messages)).catch(() => {});
       const last = (t.turns || []).at(-1);
       if (last && !turn.running) turn.setStates(statesFromSteps(stepsOfTurn(t.turns, last), dsl, last.status));
     } catch (e) { setError(`The trace is not available: ${plainError(e.message)}`); }
@@ -236,7 +244,8 @@ function TraceView({ agent, session, component }) {
     return () => turn.abort();
   }, []);       // eslint-disable-line react-hooks/exhaustive-deps
 
-  const turns = (trace && trace.turns) || [];
+  const turns = useMemo(() => versionTurns((trace && trace.turns) || []), [trace]);
+  const tree = useMemo(() => turnTree(messages), [messages]);
   const openTurn = component ? [...turns].reverse().find(t => (t.steps || []).some(s => s.component_id === component)) : null;
   return (
     <>
@@ -265,8 +274,9 @@ function TraceView({ agent, session, component }) {
             {trace && !turns.length ? <p className="muted">This session has no turns yet.</p> : null}
             {turns.map(t => (
               <TurnView key={t.turn} turn={t} raw={raw} openComponent={openTurn === t ? component : null}
+                versions={t.message_id ? versionsOf(tree, t.message_id) : null}
                 onFork={(tt, step) => { turn.abort(); setFork({ turn: tt, step }); }}
-                onShow={tt => turn.setStates(statesFromSteps(stepsOfTurn(turns, tt), dsl, tt.status))} />
+                onShow={tt => turn.setStates(statesFromSteps(tt.steps || [], dsl, tt.status))} />
             ))}
           </div>
         </div>

@@ -1,0 +1,68 @@
+// Where the run canvas looks: the whole graph when it fits at a zoom its text reads at, else a readable
+// zoom centred on the running component or the start (a 21-component agent fit whole in a 800 px column
+// drew its names at 4 px), and the camera follows a turn to each component that starts off screen.
+// A child of <ReactFlow> (it uses React Flow's store).
+import { useEffect, useRef } from 'react';
+import { useReactFlow, useStore } from '@xyflow/react';
+
+/** The zoom below which a box's text no longer reads: its name (13 px) is then under ~11.7 px on screen. */
+export const READABLE_ZOOM = 0.9;
+const PAD = 24;             // px between the view's edge and the graph's
+const FIT_PADDING = 0.12;   // as canvas.jsx's FIT
+
+/** `x` (or `y`) of a view at `zoom` that shows `focus` (a graph coordinate, centred when it can) and leaves
+ * no empty band beyond the graph's `low`..`high` where the graph is larger than the view (`size` px). */
+function placed(focus, low, high, size, zoom) {
+  const span = (high - low) * zoom;
+  if (span <= size - 2 * PAD) return (size - span) / 2 - low * zoom;         // fits this way: centred
+  const centred = size / 2 - focus * zoom;
+  return Math.min(PAD - low * zoom, Math.max(size - PAD - high * zoom, centred));
+}
+
+/**
+ * `ids`: the components (the fit and the bounds leave notes out); `focus()`: the id to look at first
+ * (the running component, else the start); `running`: the id of a component that started, followed when
+ * off screen; `signature`: a change fits the view again (full screen, another graph).
+ */
+export function ReadableView({ ids, focus, running, signature }) {
+  const flow = useReactFlow();
+  const width = useStore(s => s.width);
+  const height = useStore(s => s.height);
+  const count = useStore(s => s.nodeLookup.size);
+  const ready = width > 0 && height > 0 && count > 0;
+  const idsRef = useRef(ids);
+  idsRef.current = ids;
+
+  useEffect(() => {
+    if (!ready) return undefined;
+    const timer = setTimeout(() => {
+      const shown = idsRef.current.filter(id => flow.getInternalNode(id));
+      if (!shown.length) return;
+      const all = flow.getNodesBounds(shown);
+      const fitZoom = Math.min(1, width / (all.width * (1 + 2 * FIT_PADDING)), height / (all.height * (1 + 2 * FIT_PADDING)));
+      if (fitZoom >= READABLE_ZOOM) {
+        flow.fitView({ padding: FIT_PADDING, maxZoom: 1, nodes: shown.map(id => ({ id })), duration: 0 });
+        return;
+      }
+      const target = flow.getInternalNode(focus()) ? flow.getNodesBounds([focus()]) : all;
+      const zoom = READABLE_ZOOM;
+      flow.setViewport({
+        x: placed(target.x + target.width / 2, all.x, all.x + all.width, width, zoom),
+        y: placed(target.y + target.height / 2, all.y, all.y + all.height, height, zoom),
+        zoom,
+      }, { duration: 0 });
+    }, 30);
+    return () => clearTimeout(timer);
+  }, [signature, ready]);       // eslint-disable-line react-hooks/exhaustive-deps
+
+  useEffect(() => {
+    if (!ready || !running || !flow.getInternalNode(running)) return;
+    const box = flow.getNodesBounds([running]);
+    const { x, y, zoom } = flow.getViewport();
+    const left = box.x * zoom + x, top = box.y * zoom + y;
+    const inside = left >= 0 && top >= 0 && left + box.width * zoom <= width && top + box.height * zoom <= height;
+    if (!inside) flow.setCenter(box.x + box.width / 2, box.y + box.height / 2, { zoom, duration: 250 });
+  }, [running]);        // eslint-disable-line react-hooks/exhaustive-deps
+
+  return null;
+}
