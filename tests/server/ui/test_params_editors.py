@@ -121,6 +121,11 @@ def test_a_message_s_replies_a_fillup_s_tips_and_the_system_prompt_take_referenc
     form.get_by_role("textbox", name="Reply 2").click()
     b.page.keyboard.type("Thanks, we will write to {UserFillUp:Contact@email}.")           # typed in full: a chip too
     expect(form.get_by_role("textbox", name="Reply 2").locator(".ref-chip")).to_have_text(["UserFillUp:Contact › email"])
+    # Backspace takes the "." and then the whole chip
+    b.page.keyboard.press("Backspace")
+    b.page.keyboard.press("Backspace")
+    expect(form.get_by_role("textbox", name="Reply 2").locator(".ref-chip")).to_have_count(0)
+    b.page.keyboard.type("{UserFillUp:Contact@email}.")
     b.shot("message-replies")
     # the UserFillUp's tips: its own form fields are not offered to itself, the LLM before it is
     form = pick(b, "UserFillUp:Contact")

@@ -270,6 +270,26 @@ export function RefText({ id, value, onChange, multiline = true, labelledBy, lab
     if (event.key === 'Enter') {
       event.preventDefault();
       if (multiline) replaceSelection('\n');
+      return;
+    }
+    if ((event.key === 'Backspace' || event.key === 'Delete') && !mod && !event.altKey) {
+      // a chip goes whole, and the caret's invisible place-holders never take a key press of their own
+      const sel = selectionIn(el.current);
+      if (!sel) return;
+      event.preventDefault();
+      const [start, end] = sel;
+      if (start !== end) { replaceSelection(''); return; }
+      const text = shown.current;
+      const refs = [...text.matchAll(REF_IN_TEXT)];
+      const back = event.key === 'Backspace';
+      const chip = refs.find(m => (back ? m.index + m[0].length === start : m.index === start));
+      const [from, to] = chip ? [chip.index, chip.index + chip[0].length] : back ? [Math.max(0, start - 1), start] : [start, Math.min(text.length, start + 1)];
+      if (from === to) return;
+      const next = text.slice(0, from) + text.slice(to);
+      show(next, from);
+      commit(next, from, true);
+      if (picker && from <= picker.start) setPicker(null);
+      else if (picker) setPicker({ ...picker, query: next.slice(picker.start + 1, from), active: 0 });
     }
   }
   function onPaste(event) {
