@@ -469,8 +469,12 @@ def test_the_trace_shows_every_step_and_a_fork_with_an_edited_input_streams_a_ne
     expect(component(b, "Message:M")).to_have_attribute("data-state", "done")
     assert b.page.locator("main b").count() == 0
     b.shot("fork")
-    # the original branch stays: its first answer is still in the session's history
+    # the original branch stays: the chat shows the fork as version 2 of turn 1, and version 1 has its first answer
     b.page.get_by_role("link", name="Back to the chat").click()
+    versions = b.page.get_by_role("group", name="Versions of turn 1")
+    expect(versions).to_contain_text("2/2")
+    expect(b.page.locator(".message.assistant").first).to_contain_text("You said:an <b>edited</b> question")
+    versions.get_by_role("button", name="Previous version of turn 1").click()
     expect(b.page.locator(".message.assistant").first).to_contain_text("You said:first question")
     assert b.errors == []
 
