@@ -353,3 +353,27 @@ def test_inside_an_iteration_the_picker_offers_its_item_and_index_begin_s_inputs
     params = saved(b, alice, agent_id)["components"]["Message:Each"]["obj"]["params"]
     assert params["content"] == ["One: {IterationItem:Start@item} {env.tone}"]
     assert b.errors == []
+
+
+def test_a_retrieval_s_query_is_text_with_references_and_its_bare_reference_reads_as_a_chip(browsing, ui_server, alice_token):
+    """RAGFlow edits a Retrieval's query with its prompt editor (the engine formats it), and saves a new
+    one as the bare `sys.query`, which the engine reads as that reference."""
+    dsl = {"components": {
+        "begin": cpn("Begin", {"prologue": "Hi."}, ["LLM:Rewrite"]),
+        "LLM:Rewrite": cpn("LLM", {"llm_id": "gpt-4o@OpenAI", "prompts": [{"role": "user", "content": "Rewrite {sys.query}"}]}, ["Retrieval:Docs"]),
+        "Retrieval:Docs": cpn("Retrieval", {"query": "sys.query", "kb_ids": ["kb1"]}, ["Message:Out"]),
+        "Message:Out": cpn("Message", {"content": ["{Retrieval:Docs@formalized_content}"]}),
+    }}
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(dsl, "Search")
+    b = open_editor(browsing, alice_token, agent_id)
+    query = pick(b, "Retrieval:Docs").get_by_role("textbox", name="query")
+    expect(query.locator(".ref-chip")).to_have_text(["sys.query"])
+    query.click()
+    b.page.keyboard.press("Control+End")
+    b.page.keyboard.type(" or /rew")
+    b.page.keyboard.press("Enter")
+    expect(query.locator(".ref-chip")).to_have_text(["sys.query", "LLM:Rewrite › content"])
+    params = saved(b, alice, agent_id)["components"]["Retrieval:Docs"]["obj"]["params"]
+    assert params["query"] == "{sys.query} or {LLM:Rewrite@content}"
+    assert b.errors == []

@@ -67,15 +67,15 @@ function JsonField({ id, value, onChange, invalid, describedBy }) {
   );
 }
 
-function Control({ id, name, schema, value, onChange, invalid, describedBy }) {
+function Control({ id, name, schema, value, onChange, invalid, describedBy, refText = false }) {
   const current = value === undefined ? schema.default : value;
   const common = { id, 'aria-invalid': invalid || undefined, 'aria-describedby': describedBy };
   const text = schema.type === 'string' && (typeof current === 'string' || current === undefined || current === null);
   if (text && name === 'llm_id') return <ModelField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
-  if (text && ONE_REF.has(name)) return <RefSelect {...{ id, value: current, onChange, invalid, describedBy }} />;
-  if (text && REF_TEXT.has(name)) {
+  if (text && ONE_REF.has(name) && !refText) return <RefSelect {...{ id, value: current, onChange, invalid, describedBy }} />;
+  if (text && (REF_TEXT.has(name) || refText)) {
     return <RefText id={id} labelledBy={`${id}-label`} value={current || ''} onChange={onChange} invalid={invalid} describedBy={describedBy}
-      multiline={!REF_TEXT_ONE_LINE.has(name)} />;
+      multiline={!REF_TEXT_ONE_LINE.has(name)} bareWhole={refText} />;
   }
   if (Array.isArray(schema.enum)) {
     return (
@@ -102,13 +102,13 @@ function Control({ id, name, schema, value, onChange, invalid, describedBy }) {
   return <JsonField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
 }
 
-function Field({ name, schema, value, onChange, problems, prefix }) {
+function Field({ name, schema, value, onChange, problems, prefix, refText }) {
   const id = `${prefix}-${name.replace(/[^\w-]/g, '_')}`;
   const mine = problems.filter(p => p.field === `params.${name}` || (p.field || '').startsWith(`params.${name}.`));
   const help = schema.description ? `${id}-help` : undefined;
   const errs = mine.length ? `${id}-problems` : undefined;
   const label = <label id={`${id}-label`} htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
-  const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0}
+  const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0} refText={refText}
     describedBy={[help, errs].filter(Boolean).join(' ') || undefined} />;
   return (
     <div className={`param-field type-${schema.type || 'json'}${mine.length ? ' has-problem' : ''}`} data-field={`params.${name}`}>
@@ -210,8 +210,10 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
     if (name === 'mcp' && schemas.length) {
       return <McpField key={name} value={(params || {})[name]} onChange={v => set(name, v)} problems={problems} prefix={prefix} />;
     }
+    // a Retrieval's query is text with references (RAGFlow's prompt editor; the engine formats it), not one reference
+    const retrievalQuery = name === 'query' && Boolean(props.kb_ids || props.dataset_ids);
     return <Field key={name} name={name} schema={resolved} value={(params || {})[name]} onChange={v => set(name, v)}
-      problems={problems} prefix={prefix} />;
+      problems={problems} prefix={prefix} refText={retrievalQuery} />;
   };
   let own = names.filter(n => !common.includes(n));
   if (sampling) own = [...own.filter(n => !SAMPLING_FIELDS.has(n)), 'temperature'];      // the sampling values after the prompts

@@ -17,6 +17,7 @@ import './refeditor.css';
 export const ScopeContext = createContext({ dsl: null, groups: [] });
 export const useScope = () => useContext(ScopeContext);
 
+const BARE_REF = /^([a-zA-Z0-9_:]+@[A-Za-z0-9_.-]+|sys\.[A-Za-z0-9_.]+|env\.[A-Za-z0-9_.]+)$/;
 const ZWSP = '\u200B';          // keeps a place for the caret beside a chip; never part of the value
 const stripZ = s => s.split(ZWSP).join('');
 
@@ -173,7 +174,7 @@ function PickerList({ id, options, active, onChoose, onHover, place }) {
  * A text field whose references are chips. `value` is the saved string; `onChange` gets the new one.
  * `multiline` lets Enter start a new line (else Enter does nothing). `labelledBy` names the label's id.
  */
-export function RefText({ id, value, onChange, multiline = true, labelledBy, label, describedBy, invalid, placeholder }) {
+export function RefText({ id, value, onChange, multiline = true, labelledBy, label, describedBy, invalid, placeholder, bareWhole = false }) {
   const { dsl, groups } = useScope();
   const el = useRef(null);
   const shown = useRef(null);                     // the value the DOM shows
@@ -181,7 +182,10 @@ export function RefText({ id, value, onChange, multiline = true, labelledBy, lab
   const [picker, setPicker] = useState(null);     // {start, query, active, place}
   const listId = `${useId().replace(/:/g, '')}-refs`;
   const known = new Set(groups.flatMap(g => g.options.map(o => o.ref)));
-  const text = typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value);
+  const raw = typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value);
+  // `bareWhole`: a value that is one bare reference (`sys.query`, as RAGFlow saves a Retrieval's query, which
+  // the engine reads as that reference) reads as its chip; in a prompt the same text is only text
+  const text = bareWhole && BARE_REF.test(raw) ? `{${raw}}` : raw;
 
   useLayoutEffect(() => {
     if (text !== shown.current) {
