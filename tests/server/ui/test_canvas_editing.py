@@ -72,6 +72,39 @@ def test_routing_a_category_keeps_every_other_route_of_the_categorize_drawn(brow
     assert b.errors == []
 
 
+def test_routing_a_category_whose_handles_were_named_by_the_category_keeps_every_route_drawn(browsing, ui_server, alice_token):
+    """A graph whose Categorize items carry no uuid (hand-written, or an older RAGFlow): its handles are named
+    by the categories until a route change gives each category its uuid, as RAGFlow would. The box's handles
+    then have new ids while its size stays the same, and React Flow must measure them again: every edge
+    of the Categorize was hidden until the agent was saved and opened again."""
+    dsl = json.loads(json.dumps(SUPPORT))
+    params = dsl["components"][TRIAGE]["obj"]["params"]
+    items = [{"name": n, "description": c.get("description", ""), "examples": []} for n, c in params["category_description"].items()]
+    dsl["graph"] = {"nodes": [{"id": TRIAGE, "type": "categorizeNode", "position": {"x": 290, "y": 250},
+                               "data": {"label": "Categorize", "name": "Triage", "form": {**params, "items": items}}}], "edges": []}
+    agent_id = Api(ui_server, alice_token).agent(dsl, f"Support desk {uuid.uuid4().hex[:6]}")
+    b = browsing(width=1440)
+    b.page.set_viewport_size({"width": 1440, "height": 900})
+    b.sign_in(alice_token)
+    b.page.goto(f"{b.server.url}/#/agents/{agent_id}/edit")
+    expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(20)
+    expect(node(b, TRIAGE).locator('.react-flow__handle[data-handleid="legal"]')).to_have_count(1)
+    before = drawn_edges(b)
+    b.page.get_by_label("Component", exact=True).select_option("Message")
+    press(b, "Add component")
+    expect(node(b, "Message:1")).to_be_visible()
+    press(b, "Close")
+    b.page.locator(".editor-canvas .react-flow__controls-fitview").click()
+    b.page.wait_for_timeout(300)
+    drag(b, category_handle(b, "legal"), target_handle(b, "Message:1"))
+    expect(b.page.locator("#notice")).to_contain_text(f"Routed legal of {TRIAGE} to Message:1")
+    expect(node(b, TRIAGE).locator('.react-flow__handle[data-handleid="legal"]')).to_have_count(0)       # a uuid now
+    expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(21)
+    assert set(before) <= set(drawn_edges(b))
+    b.shot("category-routed-new-handles")
+    assert b.errors == []
+
+
 def flow_position(b, cid: str) -> tuple[float, float]:
     """Where React Flow draws a box in the flow's own coordinates (its transform), whatever the view's pan."""
     return tuple(node(b, cid).evaluate(
@@ -120,7 +153,8 @@ def test_the_editor_opens_left_to_right_branch_edges_do_not_cross_and_boxes_stay
     b.shot("left-to-right")
     # an edit moves no box: a component added, then routed far across the graph
     was = {cid: flow_position(b, cid) for cid in SUPPORT["components"]}
-    add_by_palette(b, "Message")
+    b.page.get_by_label("Component", exact=True).select_option("Message")
+    press(b, "Add component")
     expect(node(b, "Message:1")).to_be_visible()
     press(b, "Close")
     b.page.locator(".editor-canvas .react-flow__controls-fitview").click()

@@ -6,7 +6,7 @@
 // restored beside the canvas. Positions live in the DSL's `graph`, as RAGFlow keeps them: an agent
 // without them is laid out once, left to right, and its boxes then stay where they are.
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { ReactFlow, ReactFlowProvider, Background, Controls, MiniMap, applyNodeChanges, useReactFlow } from '@xyflow/react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, MiniMap, applyNodeChanges, useReactFlow, useUpdateNodeInternals } from '@xyflow/react';
 import { api } from './api.js';
 import { FIT, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
@@ -153,6 +153,24 @@ function groupAt(x, y, components) {
   return id && components[id] && isContainer(typeOf(components[id])) ? id : undefined;
 }
 
+/** React Flow measures a box's handles only when the box is resized. A route change can give a router's
+ * handles new ids at the same size (a Categorize whose items had no uuid gets them, as RAGFlow's canvas
+ * gives them), and every edge from the new ids was hidden until the agent was opened again: the boxes
+ * whose handles changed are measured again once they are drawn. */
+function useHandlesMeasured(items) {
+  const update = useUpdateNodeInternals();
+  const seen = useRef(new Map());
+  useEffect(() => {
+    const changed = [];
+    for (const item of items) {
+      const handles = (item.routes || []).map(r => r.handle).join('\n');
+      if (seen.current.has(item.id) && seen.current.get(item.id) !== handles) changed.push(item.id);
+      seen.current.set(item.id, handles);
+    }
+    if (changed.length) update(changed);
+  }, [items, update]);
+}
+
 /** Escape closes the versions panel, else the Inspector (a component's params). */
 function useEscape(close) {
   useEffect(() => {
@@ -185,6 +203,7 @@ function Editor({ agent, schemas }) {
   const drawn = useMemo(() => layout(dsl), [dsl]);
   const [pickedEdges, setPickedEdges] = useState(() => new Set());
   const { nodes, edges } = useEditorGraph(dsl, drawn, problems, selected, pickedEdges, dropEdge);
+  useHandlesMeasured(drawn.items);
 
   useEffect(() => { document.title = `${dirty ? '• ' : ''}Edit · ${agent ? agent.title : 'new agent'} · canvas2graph`; }, [agent, dirty]);
   useUndoKeys(history);
@@ -384,7 +403,7 @@ function EditorBar({ agent, title, setTitle, history, onSave, saving, verdict, d
       <button type="button" onClick={history.redo} disabled={!history.canRedo}>Redo</button>
       {/* aria-disabled, not disabled, while saving: a disabled button drops the keyboard focus to the page */}
       <button type="button" className="primary" onClick={onSave} aria-disabled={saving}>{agent ? 'Save as a new version' : 'Save agent'}</button>
-      <span className={`dirty-marker ${dirty ? 'dirty' : 'clean'}`} role="status">{dirty ? '● Unsaved changes' : 'All changes saved'}</span>
+      <span className={`dirty-marker ${dirty ? 'dirty' : 'clean'}`} role="status">{dirty ? '● Unsaved changes' : agent ? 'All changes saved' : 'Not saved yet'}</span>
       {agent ? <button type="button" onClick={onVersions} aria-expanded={showVersions}>Versions</button> : null}
       <span className={`check-state ${errors ? 'error' : 'ok'}`} role="status">
         {verdict.checking ? 'Checking…' : errors ? `${errors} error${errors > 1 ? 's' : ''}` : 'Compiles'}
