@@ -377,3 +377,48 @@ def test_a_retrieval_s_query_is_text_with_references_and_its_bare_reference_read
     params = saved(b, alice, agent_id)["components"]["Retrieval:Docs"]["obj"]["params"]
     assert params["query"] == "{sys.query} or {LLM:Rewrite@content}"
     assert b.errors == []
+
+
+def test_code_arguments_assignments_and_aggregated_groups_are_rows_of_references(browsing, ui_server, alice_token):
+    dsl = {"components": {
+        "begin": cpn("Begin", {"prologue": "Hi.", "inputs": {"amount": {"type": "integer", "name": "Amount"}}}, ["CodeExec:Calc"]),
+        "CodeExec:Calc": cpn("CodeExec", {"lang": "python", "script": "def main(x):\n    return {'result': x}",
+                                          "arguments": {"x": "begin@amount"}}, ["VariableAssigner:Keep"]),
+        "VariableAssigner:Keep": cpn("VariableAssigner", {"variables": [
+            {"variable": "env.total", "operator": "overwrite", "parameter": "CodeExec:Calc@result"}]}, ["VariableAggregator:Join"]),
+        "VariableAggregator:Join": cpn("VariableAggregator", {"groups": [
+            {"group_name": "answer", "type": "string", "variables": [{"value": "CodeExec:Calc@result"}]}]}, ["Message:Out"]),
+        "Message:Out": cpn("Message", {"content": ["{VariableAggregator:Join@answer}"]}),
+    }, "variables": {"total": {"name": "total", "type": "number", "value": 0, "description": ""}}, "globals": {"env.total": 0}}
+    alice = Api(ui_server, alice_token)
+    agent_id = alice.agent(dsl, "Rows of references")
+    b = open_editor(browsing, alice_token, agent_id)
+    form = pick(b, "CodeExec:Calc")
+    expect(form.get_by_label("Argument 1: name")).to_have_value("x")
+    expect(form.get_by_label("Argument 1: reference")).to_have_value("begin@amount")
+    expect(form.locator('[data-field="params.script"] textarea')).to_have_count(1)       # code stays a plain text area
+    expect(form.locator('[data-field="params.script"] .ref-text')).to_have_count(0)
+    form.get_by_role("button", name="Add an argument").click()
+    form.get_by_label("Argument 2: name").fill("turns")
+    form.get_by_label("Argument 2: reference").select_option("sys.conversation_turns")
+    form = pick(b, "VariableAssigner:Keep")
+    expect(form.get_by_label("Assignment 1: variable")).to_have_value("env.total")
+    expect(form.get_by_label("Assignment 1: with")).to_have_value("CodeExec:Calc@result")
+    form.get_by_role("button", name="Add an assignment").click()
+    form.get_by_label("Assignment 2: variable").select_option("env.total")
+    form.get_by_label("Assignment 2: operation").select_option("+=")
+    form.get_by_role("textbox", name="Assignment 2: with").click()
+    b.page.keyboard.type("1")
+    form = pick(b, "VariableAggregator:Join")
+    form.get_by_role("button", name="Add a variable to group 1").click()
+    form.get_by_label("Group 1, variable 2", exact=True).select_option("begin@amount")
+    b.shot("reference-rows", full_page=False)
+    # the group's name is an output the Message can reference
+    form = pick(b, "Message:Out")
+    expect(form.get_by_role("textbox", name="Reply 1").locator(".ref-chip")).to_have_class(re.compile(r"^ref-chip$"))
+    components = saved(b, alice, agent_id)["components"]
+    assert components["CodeExec:Calc"]["obj"]["params"]["arguments"] == {"x": "begin@amount", "turns": "sys.conversation_turns"}
+    assert components["VariableAssigner:Keep"]["obj"]["params"]["variables"][1] == {"variable": "env.total", "operator": "+=", "parameter": "1"}
+    assert components["VariableAggregator:Join"]["obj"]["params"]["groups"][0]["variables"] == [
+        {"value": "CodeExec:Calc@result"}, {"value": "begin@amount"}]
+    assert b.errors == []

@@ -11,7 +11,8 @@
 // (refeditor.jsx, scope.js); a field holding one reference (`query`, `items_ref`) as a list of those; an
 // LLM's messages (promptfield.jsx), a Categorize's categories (categoriesfield.jsx), a Switch's cases
 // (switchfield.jsx), a Loop's variables and condition (loopfield.jsx), the model and its sampling values
-// (modelfield.jsx).
+// (modelfield.jsx), a CodeExec's arguments, a VariableAssigner's assignments and a VariableAggregator's groups
+// (varfields.jsx).
 import { useEffect, useId, useMemo, useState } from 'react';
 import { fieldLabel } from './forms.jsx';
 import { McpField } from './mcpform.jsx';
@@ -23,6 +24,7 @@ import { PromptsField, TextListField } from './promptfield.jsx';
 import { RefSelect, RefText, ScopeContext } from './refeditor.jsx';
 import { scopeOf } from './scope.js';
 import { SwitchField } from './switchfield.jsx';
+import { ArgumentsField, AssignmentsField, GroupsField } from './varfields.jsx';
 import { jsonError, pretty } from './util.js';
 
 const NAMES = { llm_id: 'Model', sys_prompt: 'System prompt', category_description: 'Categories', end_cpn_ids: 'Else goes to',
@@ -67,13 +69,13 @@ function JsonField({ id, value, onChange, invalid, describedBy }) {
   );
 }
 
-function Control({ id, name, schema, value, onChange, invalid, describedBy, refText = false }) {
+function Control({ id, name, schema, value, onChange, invalid, describedBy, refText = false, plain = false }) {
   const current = value === undefined ? schema.default : value;
   const common = { id, 'aria-invalid': invalid || undefined, 'aria-describedby': describedBy };
   const text = schema.type === 'string' && (typeof current === 'string' || current === undefined || current === null);
   if (text && name === 'llm_id') return <ModelField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
   if (text && ONE_REF.has(name) && !refText) return <RefSelect {...{ id, value: current, onChange, invalid, describedBy }} />;
-  if (text && (REF_TEXT.has(name) || refText)) {
+  if (text && !plain && (REF_TEXT.has(name) || refText)) {
     return <RefText id={id} labelledBy={`${id}-label`} value={current || ''} onChange={onChange} invalid={invalid} describedBy={describedBy}
       multiline={!REF_TEXT_ONE_LINE.has(name)} bareWhole={refText} />;
   }
@@ -102,13 +104,13 @@ function Control({ id, name, schema, value, onChange, invalid, describedBy, refT
   return <JsonField id={id} value={current} onChange={onChange} invalid={invalid} describedBy={describedBy} />;
 }
 
-function Field({ name, schema, value, onChange, problems, prefix, refText }) {
+function Field({ name, schema, value, onChange, problems, prefix, refText, plain }) {
   const id = `${prefix}-${name.replace(/[^\w-]/g, '_')}`;
   const mine = problems.filter(p => p.field === `params.${name}` || (p.field || '').startsWith(`params.${name}.`));
   const help = schema.description ? `${id}-help` : undefined;
   const errs = mine.length ? `${id}-problems` : undefined;
   const label = <label id={`${id}-label`} htmlFor={id}>{NAMES[name] || fieldLabel(name, {})} <code className="key">{name}</code></label>;
-  const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0} refText={refText}
+  const control = <Control id={id} name={name} schema={schema} value={value} onChange={onChange} invalid={mine.length > 0} refText={refText} plain={plain}
     describedBy={[help, errs].filter(Boolean).join(' ') || undefined} />;
   return (
     <div className={`param-field type-${schema.type || 'json'}${mine.length ? ' has-problem' : ''}`} data-field={`params.${name}`}>
@@ -196,6 +198,11 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
     if (name === 'loop_variables') return <LoopVariablesField key={name} value={values[name]} onChange={v => set(name, v)} prefix={prefix} />;
     if (name === 'loop_termination_condition') return <TerminationField key={name} params={values} onChange={onChange} prefix={prefix} />;
     if (name === 'logical_operator' && props.loop_termination_condition) return null;  // in the termination field
+    if (name === 'arguments' && props.script && props.lang) return <ArgumentsField key={name} value={values[name]} onChange={v => set(name, v)} prefix={prefix} />;
+    if (name === 'variables' && Object.keys(props).filter(k => !common.includes(k)).length === 1) {     // a VariableAssigner's, its only own field
+      return <AssignmentsField key={name} value={values[name]} onChange={v => set(name, v)} prefix={prefix} />;
+    }
+    if (name === 'groups') return <GroupsField key={name} value={values[name]} onChange={v => set(name, v)} prefix={prefix} />;
     if (memory && name === 'memory_ids') {
       return <MemoryField key={name} saves={!reader} ids={values.memory_ids} userId={values.user_id} problems={problems} prefix={prefix}
         onIds={v => set('memory_ids', v)} onUserId={v => set('user_id', v)} />;
@@ -213,7 +220,7 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
     // a Retrieval's query is text with references (RAGFlow's prompt editor; the engine formats it), not one reference
     const retrievalQuery = name === 'query' && Boolean(props.kb_ids || props.dataset_ids);
     return <Field key={name} name={name} schema={resolved} value={(params || {})[name]} onChange={v => set(name, v)}
-      problems={problems} prefix={prefix} refText={retrievalQuery} />;
+      problems={problems} prefix={prefix} refText={retrievalQuery} plain={name === 'script' && Boolean(props.lang)} />;   // a CodeExec's script is code
   };
   let own = names.filter(n => !common.includes(n));
   if (sampling) own = [...own.filter(n => !SAMPLING_FIELDS.has(n)), 'temperature'];      // the sampling values after the prompts

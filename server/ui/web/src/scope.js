@@ -6,7 +6,8 @@
 //
 // A component's outputs come from the server (GET /components: `outputs`, what its params model
 // declares, nodes/schemas.py) and from its params where they depend on them: Begin's and a UserFillUp's
-// form (`inputs`), the `outputs` RAGFlow's canvas keeps in a component's params, a Loop's `loop_variables`.
+// form (`inputs`), the `outputs` RAGFlow's canvas keeps in a component's params, a Loop's `loop_variables`,
+// a VariableAggregator's groups.
 //
 // A reference is written as RAGFlow saves it: `sys.query`, `env.name`, `Component:Id@output`; inside
 // text it is braced (`{LLM:Billing@content}`), in a field that holds one reference it is bare.
@@ -66,6 +67,11 @@ export function outputsOf(cpn, spec) {
   if (type === 'Loop') {
     for (const v of Array.isArray(params.loop_variables) ? params.loop_variables : []) {
       if (v && typeof v.variable === 'string' && v.variable) out.set(v.variable, v.type || 'any');
+    }
+  }
+  if (type === 'VariableAggregator') {            // one output per group, named by it (SPEC 3.11)
+    for (const g of Array.isArray(params.groups) ? params.groups : []) {
+      if (g && typeof g.group_name === 'string' && g.group_name) out.set(g.group_name, g.type || 'any');
     }
   }
   if (params.outputs && typeof params.outputs === 'object' && !Array.isArray(params.outputs)) {
