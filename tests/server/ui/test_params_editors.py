@@ -126,6 +126,10 @@ def test_a_message_s_replies_a_fillup_s_tips_and_the_system_prompt_take_referenc
     b.page.keyboard.press("Backspace")
     expect(form.get_by_role("textbox", name="Reply 2").locator(".ref-chip")).to_have_count(0)
     b.page.keyboard.type("{UserFillUp:Contact@email}.")
+    # the arrow keys step over a chip in one press
+    b.page.keyboard.press("ArrowLeft")
+    b.page.keyboard.press("ArrowLeft")
+    b.page.keyboard.type("you at ")
     b.shot("message-replies")
     # the UserFillUp's tips: its own form fields are not offered to itself, the LLM before it is
     form = pick(b, "UserFillUp:Contact")
@@ -148,7 +152,7 @@ def test_a_message_s_replies_a_fillup_s_tips_and_the_system_prompt_take_referenc
     components = dsl["components"]
     assert components["Message:Sales"]["obj"]["params"]["content"] == [
         "{LLM:Sales@content} We will write to {UserFillUp:Contact@email}. Ref: {sys.user_id}",
-        "Thanks, we will write to {UserFillUp:Contact@email}."]
+        "Thanks, we will write to you at {UserFillUp:Contact@email}."]
     assert components["UserFillUp:Contact"]["obj"]["params"]["tips"] == ROUTER["components"]["UserFillUp:Contact"]["obj"]["params"]["tips"]
     assert components["Categorize:Severity"]["obj"]["params"]["query"] == "sys.query"
     assert b.errors == []

@@ -276,6 +276,20 @@ export function RefText({ id, value, onChange, multiline = true, labelledBy, lab
       if (multiline) replaceSelection('\n');
       return;
     }
+    if ((event.key === 'ArrowLeft' || event.key === 'ArrowRight') && !mod && !event.altKey && !event.shiftKey) {
+      // one key press per character or chip: the caret's invisible place-holders are stepped over
+      const sel = selectionIn(el.current);
+      if (!sel) return;
+      event.preventDefault();
+      const left = event.key === 'ArrowLeft';
+      if (sel[0] !== sel[1]) { placeCaret(el.current, left ? sel[0] : sel[1]); return; }
+      const refs = [...shown.current.matchAll(REF_IN_TEXT)];
+      const chip = refs.find(m => (left ? m.index + m[0].length === sel[0] : m.index === sel[0]));
+      const to = chip ? (left ? chip.index : chip.index + chip[0].length) : sel[0] + (left ? -1 : 1);
+      placeCaret(el.current, Math.max(0, Math.min(shown.current.length, to)));
+      if (picker) setPicker(null);
+      return;
+    }
     if ((event.key === 'Backspace' || event.key === 'Delete') && !mod && !event.altKey) {
       // a chip goes whole, and the caret's invisible place-holders never take a key press of their own
       const sel = selectionIn(el.current);
