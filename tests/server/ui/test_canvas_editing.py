@@ -5,6 +5,7 @@ closes what it should. In Debian's Chromium (1440x900) against a real `canvas2gr
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 from playwright.sync_api import expect
@@ -274,6 +275,10 @@ def test_versions_are_listed_compared_and_restored_from_the_editor(browsing, ui_
     b.page.get_by_label("Connect", exact=True).select_option("LLM:Sales")
     b.page.get_by_label("to", exact=True).select_option("Message:1")
     press(b, "Connect")
+    b.page.locator(".inspector").get_by_role("button", name="Message:Hello", exact=True).click()
+    stream = b.page.locator('.param-field[data-field="params.stream"] input[type="checkbox"]')
+    was_streaming = stream.is_checked()
+    stream.set_checked(not was_streaming)
     press(b, "Save as a new version")
     expect(b.page.locator("#notice")).to_contain_text("Saved a new version")
     expect(b.page.locator(".dirty-marker")).to_have_text("All changes saved")
@@ -289,6 +294,8 @@ def test_versions_are_listed_compared_and_restored_from_the_editor(browsing, ui_
     expect(panel.locator(".version-diff h3")).to_have_text("From Version 1 to Version 2")
     expect(changes.filter(has_text="Added Message:1 (Message)")).to_have_count(1)
     expect(changes.filter(has_text="Linked LLM:Sales → Message:1")).to_have_count(1)
+    expect(changes.filter(has_text=f"Message:Hello: stream changed from ")).to_have_text(
+        [re.compile(rf"Message:Hello: stream changed from .+ to {str(not was_streaming).lower()}$")])
     b.shot("versions-diff")
     # restore version 1: loaded into the editor as unsaved changes, kept by saving a new version
     panel.get_by_role("button", name="Restore Version 1").click()

@@ -236,6 +236,23 @@ export function freeSpot(dsl, position, parentId, rects = null) {
   return spot;
 }
 
+/** The free spot for a box nearest to `position` (searched on a 20-pixel grid up to 600 pixels away),
+ * clear by 12 pixels of the `rects` ({x, y, w, h}), and right of `minX` where one is (a box between two
+ * others reads left to right); `position` itself when nothing is free. */
+export function nearestFreeSpot(position, rects, minX = -Infinity) {
+  const gap = 12;
+  const free = p => !rects.some(r => p.x < r.x + r.w + gap && r.x < p.x + SIZE.width + gap && p.y < r.y + r.h + gap && r.y < p.y + SIZE.height + gap);
+  const steps = [];
+  for (let i = -30; i <= 30; i++) for (let j = -30; j <= 30; j++) steps.push([i * 20, j * 20]);
+  const cost = ([dx, dy]) => Math.hypot(dx, dy) + (position.x + dx < minX ? 10000 : 0);
+  steps.sort((a, b) => cost(a) - cost(b));
+  for (const [dx, dy] of steps) {
+    const p = { x: position.x + dx, y: position.y + dy };
+    if (free(p)) return p;
+  }
+  return position;
+}
+
 /** Add a component of `type` with the params' defaults at `position`, inside `parentId` when given. An
  * Iteration or Loop comes with its start item inside; `rects` ({x, y, w, h}) are the boxes to keep clear of.
  * Returns [dsl, id]. */
@@ -257,18 +274,21 @@ export function addComponent(dsl, type, params, position, parentId, rects = null
 
 /** Put a new component of `type` on the link an edge draws (`edge`: {source, target, handle}): the edge's
  * source then leads to the new box, and the new box to the edge's target. A router's branch keeps its
- * place: the new box takes the target's place in that branch's `to`. Returns [dsl, id]. */
+ * place: the new box takes the target's place in that branch's `to`. The box goes to the free spot
+ * nearest `position` when `rects` (the boxes there) are given. Returns [dsl, id]. */
 export function insertOnEdge(dsl, edge, type, params, position, rects = null) {
   const components = componentsOf(dsl);
   const { source, target, handle } = edge;
   if (!components[source] || !components[target]) return addComponent(dsl, type, params, position, undefined, rects);
   const parentId = components[target].parent_id && components[target].parent_id === components[source].parent_id ? components[target].parent_id : undefined;
-  let [next, id] = addComponent(dsl, type, params, position, parentId, rects);
+  const from = ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === source);
+  const minX = from && from.position ? from.position.x + SIZE.width + 20 : -Infinity;
+  let [next, id] = addComponent(dsl, type, params, rects ? nearestFreeSpot(position, rects, minX) : position, parentId, []);
   const node = graphOf(next).nodes.find(n => n.id === source);
   const route = handle ? routesOf(componentsOf(next)[source], node).find(r => r.handle === handle) : null;
   if (route) {
-    const from = componentsOf(next)[source];
-    next = setParams(next, source, withTargets((from.obj || {}).params, typeOf(from), route, route.targets.map(t => (t === target ? id : t))));
+    const router = componentsOf(next)[source];
+    next = setParams(next, source, withTargets((router.obj || {}).params, typeOf(router), route, route.targets.map(t => (t === target ? id : t))));
   } else {
     next = connect(disconnect(next, source, target), source, id);
   }

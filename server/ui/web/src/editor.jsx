@@ -241,19 +241,24 @@ function Editor({ agent, schemas }) {
     const position = { x: at.x - 100, y: at.y - 29 };
     const params = defaultsOf(bySpec[type].schema);
     const edge = edgeAt(event.clientX, event.clientY, edges);
+    const relative = (parent, at) => {
+      const group = parent && drawn.items.find(i => i.id === parent);
+      return group && group.position ? { x: at.x - group.position.x, y: at.y - group.position.y } : at;
+    };
     if (edge) {
-      // between the two boxes, moved clear of the boxes there (a box let go on a line would hide it)
-      const rects = drawn.items.filter(i => !i.parentId && i.position).map(i => ({ x: i.position.x, y: i.position.y, w: i.width || 200, h: i.height || 60 }));
-      const [next, id] = insertOnEdge(dsl, edge, type, params, position, rects);
+      // between the two boxes (inside their group when both are in one), moved clear of the boxes there: a
+      // box let go on a line would hide it
+      const group = components[edge.source].parent_id === components[edge.target].parent_id ? components[edge.source].parent_id : undefined;
+      const rects = drawn.items.filter(i => (i.parentId || undefined) === group && i.position)
+        .map(i => ({ x: i.position.x, y: i.position.y, w: i.width || 200, h: i.height || 60 }));
+      const [next, id] = insertOnEdge(dsl, edge, type, params, relative(group, position), rects);
       history.change(next);
       setSelected(id);
       notify(`Added ${id} between ${edge.source} and ${edge.target}.`);
       return;
     }
     const parent = groupAt(event.clientX, event.clientY, components);
-    const group = parent && drawn.items.find(i => i.id === parent);
-    const inside = group && group.position ? { x: position.x - group.position.x, y: position.y - group.position.y } : position;
-    const [next, id] = addComponent(dsl, type, params, inside, parent, []);
+    const [next, id] = addComponent(dsl, type, params, relative(parent, position), parent, []);
     history.change(next);
     setSelected(id);
     notify(`Added ${id}${parent ? ` inside ${parent}` : ''}.`);
