@@ -322,6 +322,7 @@ def test_escape_closes_the_side_panel_and_cancels_a_rename_or_a_delete(browsing,
     b.page.get_by_label("llm_id").focus()
     b.page.keyboard.press("Escape")
     expect(b.page.get_by_role("heading", name="Components")).to_be_visible()
+    b.shot("inspector-closed-by-escape")
     # the agents list: Escape leaves a rename (the title as it was) and a delete's question
     b.page.get_by_role("link", name="All agents").click()
     title = Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["title"]
@@ -337,5 +338,6 @@ def test_escape_closes_the_side_panel_and_cancels_a_rename_or_a_delete(browsing,
     b.page.keyboard.press("Escape")
     expect(row.get_by_role("button", name="Yes, delete")).to_have_count(0)
     expect(row.get_by_role("button", name=f"Delete {title}")).to_be_focused()
+    b.shot("agents-after-escape")
     assert Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["title"] == title
     assert b.errors == []
