@@ -45,6 +45,11 @@ def test_an_llm_s_messages_are_rows_and_slash_offers_what_is_upstream_which_a_ch
     expect(form.locator(":not(.advanced) > .param-field textarea[placeholder=JSON]")).to_have_count(0)
     expect(prompts.get_by_label("Role of message 1")).to_have_value("user")
     content = prompts.get_by_role("textbox", name="Content of message 1")
+    # the fixture's LLM has no sampling values: each switch is off, and one turned on starts from RAGFlow's value
+    sampling = form.locator(".sampling-field")
+    expect(sampling.get_by_label("Send top p")).not_to_be_checked()
+    sampling.get_by_label("Send top p").check()
+    expect(sampling.get_by_role("spinbutton", name="Top p")).to_have_value("0.3")
     # the reference typed by hand in the DSL loads as a chip naming the component and its output
     expect(content.locator('.ref-chip[data-ref="LLM:Billing@content"]')).to_have_text("LLM:Billing › content")
     content.click()
@@ -99,6 +104,7 @@ def test_an_llm_s_messages_are_rows_and_slash_offers_what_is_upstream_which_a_ch
         {"role": "user", "content": "Reply in the customer's language."},
         {"role": "user", "content": "Explain the refund steps for: {LLM:Billing@content} {sys.query} {Categorize:Triage@category_name}"}]
     assert next(n for n in dsl["graph"]["nodes"] if n["id"] == "LLM:Refund")["data"]["form"]["prompts"] == params["prompts"]
+    assert params["topPEnabled"] is True and params["top_p"] == 0.3 and "temperature" not in params
     assert b.errors == []
 
 

@@ -58,8 +58,12 @@ export const SAMPLING = [
 ];
 export const SAMPLING_FIELDS = new Set(SAMPLING.flatMap(([name, flag]) => [name, flag]));
 
-/** The sampling values with their switches; a value whose switch is off is kept but not sent. */
-export function SamplingField({ params, onChange, prefix }) {
+// a value the engine would not send even with its switch on (SPEC 3.3: temperature >= 0, the others > 0)
+const unset = (name, v) => (name === 'temperature' ? typeof v !== 'number' : !(typeof v === 'number' && v > 0));
+
+/** The sampling values with their switches; a value whose switch is off is kept but not sent. A switch
+ * turned on over a value the DSL lacks (or a 0 the engine would not send) starts from `initial` (RAGFlow's). */
+export function SamplingField({ params, onChange, prefix, initial = {} }) {
   return (
     <fieldset className="rows-field sampling-field" data-field="params.temperature">
       <legend>Sampling</legend>
@@ -71,7 +75,8 @@ export function SamplingField({ params, onChange, prefix }) {
         return (
           <div key={name} className="sampling-row">
             <input id={`${id}-on`} type="checkbox" checked={on} aria-label={`Send ${label.toLowerCase()}`}
-              onChange={e => onChange({ ...params, [flag]: e.target.checked })} />
+              onChange={e => onChange({ ...params, [flag]: e.target.checked,
+                ...(e.target.checked && unset(name, params[name]) && initial[name] !== undefined ? { [name]: initial[name] } : {}) })} />
             <label htmlFor={id}>{label} <code className="key">{name}</code></label>
             <input id={id} type="number" min={min} max={max} step={step} value={v} disabled={!on}
               onChange={e => onChange({ ...params, [name]: e.target.value === '' ? 0 : Number(e.target.value) })} />

@@ -176,7 +176,7 @@ export function ParamsFields({ schema, common = [], params, onChange, problems =
   const sampling = Boolean(props.temperature && props.top_p);
   const field = name => {
     if (sampling && SAMPLING_FIELDS.has(name)) {
-      return name === 'temperature' ? <SamplingField key={name} params={values} onChange={onChange} prefix={prefix} /> : null;
+      return name === 'temperature' ? <SamplingField key={name} params={values} onChange={onChange} prefix={prefix} initial={schema['x-initial']} /> : null;
     }
     const resolved = resolve(props[name] || {}, defs);
     if (name === 'prompts' && resolved.type === 'array') {
