@@ -89,7 +89,10 @@ def test_the_graph_takes_most_of_the_width_and_the_split_moves_by_drag_and_arrow
 # --- the default zoom -----------------------------------------------------------------------------------
 def test_node_text_is_readable_at_the_default_zoom_with_the_start_in_view_and_a_minimap(browsing, ui_server, alice_token):
     b, _ = at_support_desk(browsing, ui_server, alice_token, "Readable desk")
-    b.page.wait_for_timeout(300)                # the canvas settles its first view
+    b.page.wait_for_function("""() => {             // the canvas has placed its first view
+        const v = document.querySelector('.graph .react-flow__viewport');
+        return v && !/translate\\(0px, 0px\\) scale\\(1\\)/.test(v.getAttribute('style') || '');
+    }""")
     name = box(b, "begin").locator(".node-name")
     on_screen = name.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") * zoom(b)
     assert on_screen >= 11, f"the boxes' names are {on_screen:.1f} px on screen"
@@ -100,7 +103,6 @@ def test_node_text_is_readable_at_the_default_zoom_with_the_start_in_view_and_a_
     # the component that runs is brought into view (the billing branch sits off to one side)
     send(b, "I was charged twice")
     finished(b)
-    b.page.wait_for_timeout(400)                # the camera's move ends
     expect(box(b, "Message:Billing")).to_be_in_viewport()
     assert box(b, "Message:Billing").locator(".node-name").evaluate("e => parseFloat(getComputedStyle(e).fontSize)") * zoom(b) >= 11
     assert b.errors == []
@@ -135,6 +137,7 @@ def test_a_click_on_a_box_opens_its_step_in_a_drawer_beside_the_chat_and_escape_
     expect(hello).to_be_visible()
     hello.get_by_role("button", name="Close the step").click()
     expect(hello).to_be_hidden()
+    expect(b.page.get_by_role("button", name="Open the step of Message:Hello")).to_be_focused()
     # the full trace stays one link away
     box(b, "Categorize:Triage").click()
     drawer.get_by_role("link", name="Open the full trace").click()
@@ -164,40 +167,51 @@ def test_a_fork_is_a_sibling_version_of_the_turn_it_ran_again_and_the_chat_shows
     alice.stream("/agents/chat/completions", {"agent_id": agent_id, "query": "I was charged twice", "stream": True,
                                               "session_id": session_id})
     old_answer = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}")["messages"][-1]["content"]
+    # turn 2 again from its Categorize, asked differently: a greeting this time
     turn = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}/trace")["turns"][1]
-    step = next(s for s in turn["steps"] if s["component_id"] == "LLM:Billing")
+    step = next(s for s in turn["steps"] if s["component_id"] == "Categorize:Triage")
     alice.stream(f"/agents/{agent_id}/sessions/{session_id}/fork",
-                 {"checkpoint_id": step["checkpoint_id"], "component_id": "LLM:Billing", "stream": True})
-    new_answer = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}")["messages"][-1]["content"]
-    assert new_answer != old_answer
+                 {"checkpoint_id": step["checkpoint_id"], "inputs": {"sys.query": "hello again"}, "stream": True})
+    greeting = alice.ok("GET", f"/agents/{agent_id}/sessions/{session_id}")["messages"][-1]["content"]
+    assert greeting != old_answer
 
     b = wide(browsing, alice_token)
     b.page.goto(f"{b.server.url}/#/agents/{agent_id}/sessions/{session_id}")
     chat = b.page.locator("section.chat")
     versions = chat.get_by_role("group", name="Versions of turn 2")
     expect(versions).to_contain_text("2/2")
-    # turn 2 once, with the fork's answer only
-    expect(chat.locator(".message.user .text")).to_have_text(["hello", "I was charged twice"])
-    expect(chat.locator(".message.assistant").filter(has_text=new_answer)).to_have_count(1)
+    expect(versions).to_contain_text("run again from Categorize:Triage")
+    # turn 2 once, as the fork asked it, with the fork's answer only
+    expect(chat.locator(".message.user .text")).to_have_text(["hello", "hello again"])
+    expect(chat.locator(".message.assistant").filter(has_text=greeting)).to_have_count(2)     # turns 1 and 2
     expect(chat.locator(".message.assistant").filter(has_text=old_answer)).to_have_count(0)
     expect(chat).not_to_contain_text("Turn 3")
+    expect(component(b, "Message:Hello")).to_have_attribute("data-state", "done")
     b.shot("fork-version-2", full_page=False)
-    versions.get_by_role("button", name="Previous version of turn 2").click()
+    previous = versions.get_by_role("button", name="Previous version of turn 2")
+    previous.click()
     expect(versions).to_contain_text("1/2")
+    expect(previous).to_be_focused()                    # the switcher stays put under the keyboard
     expect(chat.locator(".message.user .text")).to_have_text(["hello", "I was charged twice"])
     expect(chat.locator(".message.assistant").filter(has_text=old_answer)).to_have_count(1)
-    expect(chat.locator(".message.assistant").filter(has_text=new_answer)).to_have_count(0)
+    expect(chat.locator(".message.assistant").filter(has_text=greeting)).to_have_count(1)
+    # the canvas shows the version shown: the billing branch ran, the greeting did not
+    expect(component(b, "LLM:Billing")).to_have_attribute("data-state", "done")
+    expect(component(b, "Message:Hello")).to_have_attribute("data-state", "skipped")
     b.shot("fork-version-1", full_page=False)
     versions.get_by_role("button", name="Next version of turn 2").click()
     expect(versions).to_contain_text("2/2")
-    expect(chat.locator(".message.assistant").filter(has_text=new_answer)).to_have_count(1)
+    expect(chat.locator(".message.assistant").filter(has_text=old_answer)).to_have_count(0)
+    expect(component(b, "Message:Hello")).to_have_attribute("data-state", "done")
+    expect(component(b, "LLM:Billing")).to_have_attribute("data-state", "skipped")
     # the trace numbers the fork as the turn it ran again
     b.page.goto(f"{b.server.url}/#/agents/{agent_id}/sessions/{session_id}/trace")
     turns = b.page.locator("section.turn")
     expect(turns).to_have_count(2)
-    expect(turns.nth(1).locator("h2")).to_contain_text("Turn 2")
+    expect(turns.nth(1).locator("h2")).to_have_text("Turn 2: hello again")
     expect(b.page.locator("main")).not_to_contain_text("Turn 3")
     expect(turns.nth(1)).to_contain_text("version 2 of 2")
+    b.shot("fork-trace", full_page=False)
     assert b.errors == []
 
 

@@ -93,3 +93,18 @@ export function versionTurns(turns) {
   }
   return shown;
 }
+
+/**
+ * The steps a version of a turn ran, for the canvas: `fetchSteps(messageId)` gives a run's own steps (the
+ * logs route, whichever branch holds it); a fork's run starts at its fork point, so the steps the turn it
+ * ran again took before that point come first (a fork of a fork: its own fork point's, and so on).
+ */
+export async function stepsOfVersion(tree, turn, fetchSteps) {
+  const own = await fetchSteps(turn.question.id);
+  const fork = turn.fork;
+  const forked = fork && fork.of ? [...tree.nodes.values()].find(n => n.question.id === fork.of) : null;
+  if (!forked) return own;
+  const before = await stepsOfVersion(tree, forked, fetchSteps);
+  const at = before.findIndex(s => s.component_id === fork.component_id);
+  return [...before.slice(0, at < 0 ? before.length : at), ...own];
+}

@@ -154,11 +154,12 @@ function Versions({ item }) {
   return (
     <li className="message versions" role="group" aria-label={`Versions of turn ${number}`}>
       <span className="muted">Turn {number}</span>
-      <button type="button" className="version-step" aria-label={`Previous version of turn ${number}`} disabled={index === 0}
-        onClick={() => onPick(index - 1)}>‹</button>
+      {/* aria-disabled, not disabled: the button keeps the focus when it reaches the first or last version */}
+      <button type="button" className="version-step" aria-label={`Previous version of turn ${number}`} aria-disabled={index === 0}
+        onClick={() => index > 0 && onPick(index - 1)}>‹</button>
       <span className="version-count" aria-live="polite">{index + 1}/{count}</span>
-      <button type="button" className="version-step" aria-label={`Next version of turn ${number}`} disabled={index === count - 1}
-        onClick={() => onPick(index + 1)}>›</button>
+      <button type="button" className="version-step" aria-label={`Next version of turn ${number}`} aria-disabled={index === count - 1}
+        onClick={() => index < count - 1 && onPick(index + 1)}>›</button>
       {fork && fork.component_id ? <span className="muted">run again from <code>{fork.component_id}</code></span> : null}
     </li>
   );
@@ -169,7 +170,11 @@ function Versions({ item }) {
 export function Chat({ items, agentId, label = 'Conversation', onError = () => {} }) {
   const log = useRef(null);
   useEffect(() => {
-    if (log.current) log.current.scrollTop = log.current.scrollHeight;
+    if (!log.current) return;
+    log.current.scrollTop = log.current.scrollHeight;
+    // a version switcher just used stays where the eye is (the answers below it changed)
+    const active = document.activeElement;
+    if (active && log.current.contains(active) && active.closest('.versions')) active.scrollIntoView({ block: 'nearest' });
   }, [items]);
   return (
     <ol ref={log} className="messages" aria-label={label} aria-live="polite">

@@ -61,7 +61,8 @@ export function ReadableView({ ids, focus, running, signature }) {
     const { x, y, zoom } = flow.getViewport();
     const left = box.x * zoom + x, top = box.y * zoom + y;
     const inside = left >= 0 && top >= 0 && left + box.width * zoom <= width && top + box.height * zoom <= height;
-    if (!inside) flow.setCenter(box.x + box.width / 2, box.y + box.height / 2, { zoom, duration: 250 });
+    // at once: an animated move zooms out and back in on its way (d3's interpolateZoom), the text unreadable meanwhile
+    if (!inside) flow.setCenter(box.x + box.width / 2, box.y + box.height / 2, { zoom, duration: 0 });
   }, [running]);        // eslint-disable-line react-hooks/exhaustive-deps
 
   return null;

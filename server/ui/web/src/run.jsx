@@ -5,7 +5,7 @@
 // branches.js, and the canvas as its last turn left it), and its schedules (schedules.jsx).
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { api } from './api.js';
-import { shownTurns, turnTree } from './branches.js';
+import { shownTurns, stepsOfVersion, turnTree } from './branches.js';
 import { RunCanvas } from './canvas.jsx';
 import { Chat, chatReducer } from './chat.jsx';
 import { EndpointsPanel } from './endpoints.jsx';
@@ -80,7 +80,8 @@ function replayItems(tree, choice, onPick) {
   tree.lead.forEach(answer);
   for (const { turn, number, index, count } of shownTurns(tree, choice)) {
     if (count > 1) {
-      items = [...items, { kind: 'versions', key: `versions-${turn.key}`, number, index, count, fork: turn.fork,
+      // keyed by the turns' parent: the switcher stays the same element (and keeps the focus) across versions
+      items = [...items, { kind: 'versions', key: `versions-${turn.parent ?? ''}`, number, index, count, fork: turn.fork,
         onPick: i => onPick(turn.parent ?? '', i) }];
     }
     const q = turn.question;
@@ -176,7 +177,21 @@ function RunView({ agent, session }) {
     if (turn.running) return;
     const fresh = await api('GET', `/agents/${enc(agentId)}/sessions/${enc(sessionRef.current)}`).catch(() => null);
     turn.dispatch({ type: 'keep-waiting-forms' });
-    setHistory(h => ({ tree: fresh ? turnTree(fresh.messages) : h.tree, choice: { ...h.choice, [parent]: index } }));
+    const tree = fresh ? turnTree(fresh.messages) : history.tree;
+    const choice = { ...history.choice, [parent]: index };
+    setHistory({ tree, choice });
+    showVersionOnCanvas(tree, shownTurns(tree, choice).at(-1));
+  }
+
+  /** The canvas as the last turn shown left it (an older version: the states its run had). */
+  async function showVersionOnCanvas(tree, shown) {
+    if (!shown) return;
+    const logs = id => api('GET', `/agents/${enc(agentId)}/logs/${enc(id)}`).then(s => (Array.isArray(s) ? s : []));
+    try {
+      const steps = await stepsOfVersion(tree, shown.turn, logs);
+      const last = steps.at(-1);
+      if (!turn.running) turn.setStates(statesFromSteps(steps, dsl, last && last.form && !last.error ? 'paused' : 'finished'));
+    } catch { /* the canvas keeps what it shows */ }
   }
 
   async function run(query, answer, inputs) {

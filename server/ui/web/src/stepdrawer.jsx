@@ -42,6 +42,11 @@ export function StepDrawer({ agentId, sessionId, componentId, version, onClose }
     return () => { live = false; };
   }, [agentId, sessionId, componentId, version]);
 
+  // the focus goes to the drawer, and back to where it was when the drawer closes
+  useEffect(() => {
+    const before = document.activeElement;
+    return () => { if (before && before !== document.body && document.contains(before)) before.focus({ preventScroll: true }); };
+  }, []);
   useEffect(() => {
     if (close.current) close.current.focus({ preventScroll: true });
     const leave = event => { if (event.key === 'Escape') { event.stopPropagation(); onClose(); } };

@@ -107,9 +107,10 @@ function BranchSwitcher({ branches, shown, onPick }) {
       <label htmlFor="branch-pick">Branch</label>
       <select id="branch-pick" value={shown || ''} onChange={e => onPick(e.target.value || null)}>
         {branches.map((b, i) => (
+          // no turn count: the server counts a fork's run as a turn of its own, the page as a version of one
           <option key={b.checkpoint_id} value={b.current ? '' : b.checkpoint_id}>
-            {b.current ? 'Current' : `Earlier branch ${branches.length - i}`}: {b.turns} turn{b.turns === 1 ? '' : 's'}
-            {b.fork_of ? `, run again from turn ${b.fork_of}` : ''} · {b.query || '(no question)'} · {b.status}
+            {b.current ? 'Current' : `Earlier branch ${branches.length - i}`}: {b.query || '(no question)'} · {b.status}
+            {b.fork_of ? ' · ends with a turn run again' : ''}
           </option>
         ))}
       </select>
