@@ -41,7 +41,7 @@ from canvas2graph.compiler.parallel import hidden, parallel_iterations
 from canvas2graph.compiler.plan import CONDITIONAL_EDGES, FINISH as PLAN_FINISH, STATIC_EDGES, Plan
 from canvas2graph.nodes.errors import error_handler_for, retry_policy_for
 from canvas2graph.runtime.graph.bridge import sync_twin
-from canvas2graph.runtime.graph.state import (GLOBALS, LOOPS, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
+from canvas2graph.runtime.graph.state import (GLOBALS, LOOPS, NOT_KEPT, OUTPUTS, REFERENCE, CanvasInput, CanvasOutput, build_state_schema,
                            combine_updates, merge_outputs, merge_reference, overwrite, with_update)
 from canvas2graph.runtime.graph.turn import finish_after, finish_turn, start_turn
 
@@ -91,23 +91,32 @@ async def _begin(call, state: dict, runtime, *, initial_globals: dict) -> Any:
     """Begin's step: start the turn from the request channels, then run Begin (`call`) on the new turn."""
     start = start_turn(state, initial_globals)
     view = {**with_update(state, start), **{key: reduce(None, None) for key, reduce in _RESET.items()}}
-    # the form fields Begin reported last turn: RAGFlow's reset keeps an output's key and sets it to None, so a
-    # turn that does not send them reports them None (nodes/begin.py)
-    earlier = {k: None for k in ((state.get(OUTPUTS) or {}).get("begin") or {}) if not str(k).startswith("_")}
-    if earlier:
-        view[OUTPUTS] = {"begin": earlier}
+    kept = _kept_keys(state)
+    if kept:
+        view[OUTPUTS] = kept
     result = await call(view, runtime)
     if isinstance(result, Command):
-        return Command(update=_after_start(start, result.update or {}), goto=result.goto)
-    return _after_start(start, result)
+        return Command(update=_after_start(start, result.update or {}, kept), goto=result.goto)
+    return _after_start(start, result, kept)
 
 
-def _after_start(start: dict, update: dict) -> dict:
+def _kept_keys(state: dict) -> dict:
+    """Every component's outputs as a turn starts: RAGFlow's reset keeps each output's key and sets it to None,
+    so Begin's form fields that a turn does not send report None (nodes/begin.py), and a component that fails
+    lists, beside its `_ERROR`, what it set in an earlier turn (a Switch's `next`), as None."""
+    return {cid: {k: None for k in values if k not in NOT_KEPT}
+            for cid, values in (state.get(OUTPUTS) or {}).items() if isinstance(values, dict)}
+
+
+def _after_start(start: dict, update: dict, kept: dict) -> dict:
     """The start of the turn and Begin's writes as one update: Begin's on top of the fresh channels."""
     merged = combine_updates(start, update)          # history and globals: Begin's writes add to the start's
     for key, reduce in _RESET.items():
+        fresh = reduce({}, kept) if key == OUTPUTS and kept else reduce(None, None)
         if key in update:                   # written afresh, not merged into the last turn's values
-            merged[key] = overwrite(reduce(None, None) if update[key] is None else reduce({}, update[key]))
+            merged[key] = overwrite(fresh if update[key] is None else reduce(fresh, update[key]))
+        elif key == OUTPUTS and kept:
+            merged[key] = overwrite(fresh)
         elif key in merged and merged[key] is None:
             # an overwrite, not the reducer's None: LangGraph then stores the (empty) value at this step, so
             # rebuilding the channel later reads back to the start of the turn at most (runtime/graph/delta.py)

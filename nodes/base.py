@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from canvas2graph.types import ComponentError, NodeConfigError, TurnCancelled
 from canvas2graph.compiler.dsl.refs import Ref, Template, bind_aliases, parse_template, parse_ref, looks_like_ref
 from canvas2graph.runtime.graph import calls
-from canvas2graph.runtime.graph.state import (LAST, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_inputs,
+from canvas2graph.runtime.graph.state import (LAST, NOT_KEPT, OUT_PREFIX, OUTPUTS, REFERENCE, channel, merge_reference, outputs_of, with_inputs,
                            with_outputs)
 from canvas2graph.runtime.graph.values import PENDING, is_pending, unstorable
 
@@ -88,7 +88,7 @@ class Node:
         keys an earlier pass set are listed too (RAGFlow's outputs are its param's `outputs` dict, reset at
         the start of a turn, not between passes)."""
         now = outputs_of(state, self.id)
-        keys = [*self.absent, *(k for k in now if not k.startswith("_") and k not in self.absent)]
+        keys = [*self.absent, *(k for k in now if k not in NOT_KEPT and k not in self.absent)]
         return {k: now.get(k) for k in keys}
 
     # --- compile time -------------------------------------------------------------------

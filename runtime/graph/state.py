@@ -73,6 +73,11 @@ def channel(component_id: str) -> str:
     return OUT_PREFIX + component_id
 
 
+# the output keys RAGFlow's reset at a turn's start does not carry over as None: what every step writes afresh,
+# and the failure RAGFlow keeps into the next turn (a documented bug canvas2graph does not copy)
+NOT_KEPT = frozenset({"_created_time", "_elapsed_time", "_ERROR"})
+
+
 def outputs_of(state: Mapping[str, Any], component_id: str) -> dict:
     return (state.get(OUTPUTS) or {}).get(component_id) or {}
 

@@ -47,6 +47,13 @@ MAY_PAUSE = {"UserFillUp", "Begin"}
 FUSED = "__fused__"                    # canvas2graph.compiler.fusion.FUSED: the custom items of a fused chain      # their node_started waits until we know they did not pause
 
 
+def _handled_task(name: str | None) -> str | None:
+    """The task an error handler's task goes on with (its own name for any other task)."""
+    if name and name.startswith(HANDLER_PREFIX):
+        return name[len(HANDLER_PREFIX):]
+    return name
+
+
 def _pending(outputs: dict) -> bool:
     return any(is_pending(v) for v in outputs.values())
 
@@ -106,6 +113,10 @@ class EventAdapter:
             return
         kind, data = part["type"], part["data"]
         if kind == "tasks" and "input" in data:
+            if data["name"].startswith(HANDLER_PREFIX):
+                # LangGraph runs a failed task's error handler in the same step: it goes on with that task
+                # (its result finishes the component), it does not begin a new step
+                return
             if data["name"] in self.ran:       # finished before the pause: LangGraph announces it again, it does not run
                 self.ran.discard(data["name"])
                 return
@@ -114,9 +125,12 @@ class EventAdapter:
         yield from self.order.close_starts()
         if kind == "custom":
             task = data.get(TASK_KEY) if isinstance(data, dict) else None
-            yield from self.order.emit(task, list(self._custom(data)))
+            yield from self.order.emit(_handled_task(task), list(self._custom(data)))
         elif kind == "tasks":
-            yield from self.order.emit(data["name"], list(self._task_result(data)), finished=True)
+            task = _handled_task(data["name"])
+            # a failure its handler will finish is not the end of that task's part of the step
+            finished = not (data.get("error") and task == data["name"] and self._handles_failure(task))
+            yield from self.order.emit(task, list(self._task_result(data)), finished=finished)
 
     def drain(self) -> Iterable[dict]:
         """What BatchOrder still holds (and the parallel Iteration items' orders): the stream is over (or stopped)."""
@@ -152,6 +166,11 @@ class EventAdapter:
                 "inputs": None, "created_at": int(time.time()), "component_id": node.id,
                 "component_name": node.display_name, "component_type": node.component_type,
                 "thoughts": data.get("thoughts") or ""})
+
+    def _handles_failure(self, name: str) -> bool:
+        """Whether task `name` has an error handler (its component's `exception_method`, nodes/errors.py)."""
+        node = self.nodes.get(name)
+        return bool(node is not None and node.params.exception_method)
 
     def _node(self, name: str):
         """The component behind a task: its own node, or the error handler LangGraph adds for it."""
