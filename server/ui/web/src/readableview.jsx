@@ -3,7 +3,7 @@
 // drew its names at 4 px), and the camera follows a turn to each component that starts off screen.
 // A child of <ReactFlow> (it uses React Flow's store).
 import { useEffect, useRef } from 'react';
-import { useReactFlow, useStore } from '@xyflow/react';
+import { useReactFlow, useStore, useStoreApi } from '@xyflow/react';
 
 /** The zoom below which a box's text no longer reads: its name (13 px) is then under ~11.7 px on screen. */
 export const READABLE_ZOOM = 0.9;
@@ -32,14 +32,22 @@ export function ReadableView({ ids, focus, running, signature }) {
   const ready = width > 0 && height > 0 && count > 0;
   const idsRef = useRef(ids);
   idsRef.current = ids;
+  const store = useStoreApi();
+  // a new signature asks for a new view, placed once the canvas has its size (full screen resizes it a
+  // moment later); after that a resize (the split's divider) keeps the user's view
+  const pending = useRef(true);
+  const seen = useRef(signature);
+  if (seen.current !== signature) { seen.current = signature; pending.current = true; }
 
   useEffect(() => {
-    if (!ready) return undefined;
+    if (!ready || !pending.current) return undefined;
     const timer = setTimeout(() => {
+      pending.current = false;
+      const { width: w, height: h } = store.getState();
       const shown = idsRef.current.filter(id => flow.getInternalNode(id));
-      if (!shown.length) return;
+      if (!shown.length || !w || !h) return;
       const all = flow.getNodesBounds(shown);
-      const fitZoom = Math.min(1, width / (all.width * (1 + 2 * FIT_PADDING)), height / (all.height * (1 + 2 * FIT_PADDING)));
+      const fitZoom = Math.min(1, w / (all.width * (1 + 2 * FIT_PADDING)), h / (all.height * (1 + 2 * FIT_PADDING)));
       if (fitZoom >= READABLE_ZOOM) {
         flow.fitView({ padding: FIT_PADDING, maxZoom: 1, nodes: shown.map(id => ({ id })), duration: 0 });
         return;
@@ -47,22 +55,24 @@ export function ReadableView({ ids, focus, running, signature }) {
       const target = flow.getInternalNode(focus()) ? flow.getNodesBounds([focus()]) : all;
       const zoom = READABLE_ZOOM;
       flow.setViewport({
-        x: placed(target.x + target.width / 2, all.x, all.x + all.width, width, zoom),
-        y: placed(target.y + target.height / 2, all.y, all.y + all.height, height, zoom),
+        x: placed(target.x + target.width / 2, all.x, all.x + all.width, w, zoom),
+        y: placed(target.y + target.height / 2, all.y, all.y + all.height, h, zoom),
         zoom,
       }, { duration: 0 });
-    }, 30);
+    }, 60);
     return () => clearTimeout(timer);
-  }, [signature, ready]);       // eslint-disable-line react-hooks/exhaustive-deps
+  }, [signature, ready, width, height]);       // eslint-disable-line react-hooks/exhaustive-deps
 
   useEffect(() => {
     if (!ready || !running || !flow.getInternalNode(running)) return;
     const box = flow.getNodesBounds([running]);
     const { x, y, zoom } = flow.getViewport();
-    const left = box.x * zoom + x, top = box.y * zoom + y;
-    const inside = left >= 0 && top >= 0 && left + box.width * zoom <= width && top + box.height * zoom <= height;
-    // at once: an animated move zooms out and back in on its way (d3's interpolateZoom), the text unreadable meanwhile
-    if (!inside) flow.setCenter(box.x + box.width / 2, box.y + box.height / 2, { zoom, duration: 0 });
+    // the least move that brings the box into view (a margin around it), at once: an animated move zooms
+    // out and back in on its way (d3's interpolateZoom), the text unreadable meanwhile
+    const shift = (low, size, span) => (low < PAD ? PAD - low : low + span > size - PAD ? Math.max(PAD - low, size - PAD - low - span) : 0);
+    const dx = shift(box.x * zoom + x, width, box.width * zoom);
+    const dy = shift(box.y * zoom + y, height, box.height * zoom);
+    if (dx || dy) flow.setViewport({ x: x + dx, y: y + dy, zoom }, { duration: 0 });
   }, [running]);        // eslint-disable-line react-hooks/exhaustive-deps
 
   return null;

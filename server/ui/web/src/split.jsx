@@ -1,7 +1,7 @@
 // Two panes side by side with a divider between them that a pointer drags and the arrow keys move (a
 // WAI-ARIA window splitter), the first pane's width kept in localStorage; the first pane can be hidden
 // (kept mounted, so what it holds, a half-typed message say, stays). Narrow windows stack the panes.
-import { useEffect, useRef, useState } from 'react';
+import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import './split.css';
 
 const STEP = 24;                // px per arrow key press; Shift moves four times as far
@@ -30,6 +30,11 @@ export function SplitPane({ first, second, storageKey, label, defaultShare = 0.3
   const [width, setWidth] = useState(() => stored(storageKey));
   const drag = useRef(null);
 
+  // measured before the first paint: the panes start at their width (a canvas fit to a wider first pane
+  // would be cut once the width settles)
+  useLayoutEffect(() => {
+    if (box.current) setTotal(box.current.getBoundingClientRect().width);
+  }, []);
   useEffect(() => {
     if (!box.current) return undefined;
     const observer = new ResizeObserver(([entry]) => setTotal(entry.contentRect.width));
