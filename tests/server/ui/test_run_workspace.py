@@ -125,6 +125,9 @@ def test_a_click_on_a_box_opens_its_step_in_a_drawer_beside_the_chat_and_escape_
     expect(b.page.locator(".message.user").filter(has_text="hello there")).to_be_visible()
     assert drawer.bounding_box()["x"] >= b.page.locator("section.chat").bounding_box()["x"] + width(b, "section.chat")
     assert b.page.url == page_url
+    picked = box(b, "Categorize:Triage").bounding_box()             # the box stays in view, left of the drawer
+    assert picked["x"] >= b.page.locator(".graph .canvas").bounding_box()["x"]
+    assert picked["x"] + picked["width"] <= drawer.bounding_box()["x"]
     expect(drawer.get_by_role("link", name="Open the full trace")).to_have_attribute(
         "href", re.compile(r"/trace/Categorize%3ATriage$"))
     b.shot("step-drawer", full_page=False)

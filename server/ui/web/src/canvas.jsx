@@ -159,9 +159,10 @@ export function RunCanvas({ dsl, states, onOpen, selected = null, title = 'Graph
               onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
-              <MiniMap pannable zoomable ariaLabel="Overview of the graph" nodeStrokeWidth={3}
+              <MiniMap pannable zoomable ariaLabel="Overview of the graph" nodeStrokeWidth={3} style={{ width: 160, height: 110 }}
                 nodeColor={n => MINIMAP_FILL[(n.data && n.data.state) || 'waiting'] || MINIMAP_FILL.waiting} nodeStrokeColor="#8a94a3" />
-              <ReadableView ids={ids} focus={() => running || start} running={running} signature={`${full}:${drawn.items.length}`} />
+              <ReadableView ids={ids} focus={() => running || start} running={running} selected={children ? selected : null}
+                signature={`${full}:${drawn.items.length}`} />
             </ReactFlow>
           </ReactFlowProvider>
         </div>

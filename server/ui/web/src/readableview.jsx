@@ -22,9 +22,10 @@ function placed(focus, low, high, size, zoom) {
 /**
  * `ids`: the components (the fit and the bounds leave notes out); `focus()`: the id to look at first
  * (the running component, else the start); `running`: the id of a component that started, followed when
- * off screen; `signature`: a change fits the view again (full screen, another graph).
+ * off screen; `selected`: the component whose step the drawer shows, kept in view beside it; `signature`: a
+ * change fits the view again (full screen, another graph).
  */
-export function ReadableView({ ids, focus, running, signature }) {
+export function ReadableView({ ids, focus, running, selected = null, signature }) {
   const flow = useReactFlow();
   const width = useStore(s => s.width);
   const height = useStore(s => s.height);
@@ -63,17 +64,20 @@ export function ReadableView({ ids, focus, running, signature }) {
     return () => clearTimeout(timer);
   }, [signature, ready, width, height]);       // eslint-disable-line react-hooks/exhaustive-deps
 
-  useEffect(() => {
-    if (!ready || !running || !flow.getInternalNode(running)) return;
-    const box = flow.getNodesBounds([running]);
+  // the least move that brings a box into view, `right` px on the right covered (by the step drawer), at
+  // once: an animated move zooms out and back in on its way (d3's interpolateZoom), the text unreadable meanwhile
+  function bringIntoView(id, right = 0) {
+    if (!ready || !id || !flow.getInternalNode(id)) return;
+    const box = flow.getNodesBounds([id]);
     const { x, y, zoom } = flow.getViewport();
-    // the least move that brings the box into view (a margin around it), at once: an animated move zooms
-    // out and back in on its way (d3's interpolateZoom), the text unreadable meanwhile
     const shift = (low, size, span) => (low < PAD ? PAD - low : low + span > size - PAD ? Math.max(PAD - low, size - PAD - low - span) : 0);
-    const dx = shift(box.x * zoom + x, width, box.width * zoom);
+    const dx = shift(box.x * zoom + x, width - right, box.width * zoom);
     const dy = shift(box.y * zoom + y, height, box.height * zoom);
     if (dx || dy) flow.setViewport({ x: x + dx, y: y + dy, zoom }, { duration: 0 });
-  }, [running]);        // eslint-disable-line react-hooks/exhaustive-deps
+  }
+  useEffect(() => bringIntoView(running), [running]);        // eslint-disable-line react-hooks/exhaustive-deps
+  // the box whose step the drawer shows stays visible beside it (stepdrawer.css: min(440px, 92%) wide)
+  useEffect(() => bringIntoView(selected, Math.min(440, width * 0.92)), [selected]);       // eslint-disable-line react-hooks/exhaustive-deps
 
   return null;
 }
