@@ -227,6 +227,11 @@ def test_a_forms_tips_render_markdown(browsing, ui_server, alice_token):
     expect(tips).not_to_contain_text("**")
     expect(tips).to_contain_text("Where can sales reach you?")
     b.shot("markdown-tips", full_page=False)
+    # a form waiting in a hidden chat shows the chat (reopened, the paused session asks again)
+    b.page.get_by_role("button", name="Hide the chat").click()
+    b.page.reload()
+    expect(tips.locator("strong")).to_have_text("Almost done.")
+    expect(b.page.get_by_role("button", name="Hide the chat")).to_be_visible()
     assert b.errors == []
 
 
@@ -269,6 +274,9 @@ def test_sessions_are_listed_as_failed_waiting_for_input_stopped_or_answered(bro
     open_agent(b, "Stopped desk")
     send(b, "take your time")
     expect(component(b, "LLM:Sleepy")).to_have_attribute("data-state", "running")
+    box(b, "LLM:Sleepy").click()                     # a running component's step comes when it ends
+    expect(b.page.get_by_role("dialog", name="Step of LLM:Sleepy")).to_contain_text("LLM:Sleepy is running")
+    b.page.keyboard.press("Escape")
     b.page.get_by_role("button", name="Cancel").click()
     expect(b.page.get_by_role("status").filter(has_text="Cancelled.")).to_be_visible(timeout=30_000)
     stopped = b.page.locator("a[data-session-id]").filter(has_text="take your time").locator(".session-meta")

@@ -168,6 +168,7 @@ function RunView({ agent, session }) {
     [history]);     // eslint-disable-line react-hooks/exhaustive-deps
 
   function askForm(inputs, tips, title = 'The agent asks', submitLabel = 'Send answer') {
+    setChatHidden(false);           // the form is in the chat: a hidden chat would leave the turn waiting unseen
     turn.dispatch({ type: 'form', form: { title, tips, inputs, submitLabel, onSubmit: answer => run('', answer, inputs) } });
   }
 
@@ -263,6 +264,7 @@ function RunView({ agent, session }) {
     {chatHidden ? <button type="button" className="show-chat" onClick={() => setChatHidden(false)}>Show the chat</button> : null}
     <RunCanvas dsl={dsl} states={turn.states} onOpen={setOpenStep} selected={openStep}>
       {openStep ? <StepDrawer agentId={agentId} sessionId={sessionId} componentId={openStep} version={ended}
+        running={(turn.states[openStep] || {}).state === 'running'}
         onClose={() => setOpenStep(null)} /> : null}
     </RunCanvas>
   </>);

@@ -25,9 +25,10 @@ export function latestStep(turns, componentId) {
 
 /**
  * The drawer of `componentId`'s step in `sessionId` (none yet: says to run the agent first). `version`
- * changes when a turn ends, to read the step again; `onClose()` closes it.
+ * changes when a turn ends, to read the step again; `running`: the component runs now (its step comes at
+ * its end); `onClose()` closes it.
  */
-export function StepDrawer({ agentId, sessionId, componentId, version, onClose }) {
+export function StepDrawer({ agentId, sessionId, componentId, version, running = false, onClose }) {
   const [found, setFound] = useState({ loading: true });
   const close = useRef(null);
   const titleId = 'step-drawer-title';
@@ -84,6 +85,7 @@ export function StepDrawer({ agentId, sessionId, componentId, version, onClose }
         {found.step ? <span className="muted">Turn {found.step.turn.turn}, step {found.step.index + 1} · </span> : null}
         {traceLink ? <a href={traceLink}>Open the full trace</a> : null}
       </p>
+      {running ? <p className="paused-tag" role="status">{componentId} is running: its step shows here when it ends.</p> : null}
       {body}
     </aside>
   );
