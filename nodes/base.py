@@ -133,6 +133,18 @@ class Node:
             ctx = resolve_context(runtime, getattr(self.canvas, "entries", None))
         if ctx.cancel_requested:
             raise TurnCancelled(self.id)          # stop at the node boundary
+        step = _join_step(ctx)
+        try:
+            return await self._attempt(state, runtime, ctx, timeout)
+        except ComponentError:
+            if step is not None and not self.params.exception_method:
+                await _let_the_step_finish(step)
+            raise
+        finally:
+            if step is not None:
+                _leave_step(ctx, step)
+
+    async def _attempt(self, state: Mapping[str, Any], runtime, ctx, timeout: float | None) -> dict[str, Any]:
         # a fork's edit of this component (runtime/run/steps.py): the outputs to take, or inputs to run with
         override = ctx.overrides.pop(self.id, None) if ctx.overrides else None
         created = time.perf_counter()
@@ -238,8 +250,8 @@ __all__ = ["Params", "Node", "Result", "ComponentError", "template", "bare_or_br
 def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     """(the future of a pending generation's final text, whether the caller is the one to run it).
 
-    A Message streaming an LLM and a component reading its content in the same step would otherwise each
-    call the model; RAGFlow makes one call. The first reader runs the generation and settles the future;
+    A Message streaming an LLM or an Agent and a component reading its content in the same step would
+    otherwise each run the generation (an Agent's whole tool loop); RAGFlow makes one run. The first reader runs the generation and settles the future;
     the others await its text. Without a run context to share (a node run alone), everyone runs it."""
     registry = getattr(ctx, "generations", None)
     if registry is None:
@@ -250,6 +262,42 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     future = registry[key] = asyncio.get_running_loop().create_future()
     future.add_done_callback(lambda f: f.cancelled() or f.exception())     # a failure is reported by its runner
     return future, True
+
+
+def _join_step(ctx) -> set | None:
+    """The tasks of the LangGraph step this node runs in, with this node's task added (None outside a step)."""
+    try:
+        from langgraph.config import get_config
+        metadata = get_config()["metadata"]
+    except (RuntimeError, KeyError, ImportError):
+        return None
+    task = asyncio.current_task()
+    running = getattr(ctx, "running", None)
+    if task is None or running is None:
+        return None
+    ns = str(metadata.get("langgraph_checkpoint_ns") or "")
+    key = (ns.rsplit("|", 1)[0] if "|" in ns else "", metadata.get("langgraph_step"))
+    tasks = running.setdefault(key, set())
+    tasks.add(task)
+    task.c2g_step = key                 # noqa: B010 - where _leave_step finds it
+    return tasks
+
+
+def _leave_step(ctx, tasks: set) -> None:
+    task = asyncio.current_task()
+    tasks.discard(task)
+    key = getattr(task, "c2g_step", None)
+    if not tasks and ctx.running.get(key) is tasks:
+        del ctx.running[key]
+
+
+async def _let_the_step_finish(tasks: set) -> None:
+    """Wait for the other components of this step: RAGFlow runs a batch to its end before a failure stops the
+    turn (a Message beside the failed component streams its whole answer). A sibling that fails too leaves the
+    set before it waits, so two failures never wait for each other; a cancelled turn cancels the wait."""
+    tasks.discard(asyncio.current_task())
+    while others := [t for t in tasks if not t.done()]:
+        await asyncio.wait(others)
 
 
 def _step_of(runtime) -> Any:
@@ -277,28 +325,32 @@ async def settle_pending(node: Node, refs, state, ctx):
             continue
         created = outputs_of(state, ref.name).get("_created_time", _time.perf_counter())
         producer = node.canvas.nodes.get(ref.name)
-        if value.get("agent") and producer is not None:
+        future, mine = shared_generation(ctx, ref.name, created)
+        if not mine:
+            text = await asyncio.shield(future)
+        elif value.get("agent") and producer is not None:
             # an Agent's generation is its whole tool loop, run here without being shown
-            text, reference = await drain_pending(producer, value, ctx, state, created)
+            try:
+                text, reference = await drain_pending(producer, value, ctx, state, created)
+            except Exception as e:
+                future.set_exception(e)
+                raise
+            future.set_result(text)
             if reference:
                 writes[REFERENCE] = merge_reference(writes.get(REFERENCE), reference)
         else:
-            future, mine = shared_generation(ctx, ref.name, created)
-            if not mine:
-                text = await asyncio.shield(future)
-            else:
-                from canvas2graph.nodes.llm import complete
-                try:
-                    text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx,
-                                          value.get("gen_conf"))
-                except Exception as e:
-                    if not value.get("default"):
-                        future.set_exception(e)
-                        raise
-                    # exception_method "comment": the producer's default is its content, for every reader
-                    # (RAGFlow's LLM yields it in place of the stream)
-                    text = str(value["default"])
-                future.set_result(text)
+            from canvas2graph.nodes.llm import complete
+            try:
+                text = await complete(value["llm_id"], value["component_id"], value["messages"], ctx,
+                                      value.get("gen_conf"))
+            except Exception as e:
+                if not value.get("default"):
+                    future.set_exception(e)
+                    raise
+                # exception_method "comment": the producer's default is its content, for every reader
+                # (RAGFlow's LLM yields it in place of the stream)
+                text = str(value["default"])
+            future.set_result(text)
         view = with_outputs(view if view is not None else state, ref.name, {ref.key: text})
         writes[channel(ref.name)] = {ref.key: text, "_elapsed_time": _time.perf_counter() - created}
     return (view if view is not None else state), writes

@@ -153,15 +153,12 @@ class Message(Node):
         answer = AnswerText()
         shown: list[str] = []
         created = outputs_of(state, producer).get("_created_time", time.perf_counter())
-        if not pending.get("agent"):
-            future, mine = shared_generation(ctx, producer, created)
-            if not mine:        # a reader in this step already runs it: show its text once it is there
-                text = str(await asyncio.shield(future))
-                write({"event": "message", "content": text})
-                writes[channel(producer)] = {"content": text, "_elapsed_time": time.perf_counter() - created}
-                return text
-        else:
-            future = None
+        future, mine = shared_generation(ctx, producer, created)
+        if not mine:        # a reader in this step already runs it: show its text once it is there
+            text = str(await asyncio.shield(future))
+            write({"event": "message", "content": text})
+            writes[channel(producer)] = {"content": text, "_elapsed_time": time.perf_counter() - created}
+            return text, text
         node = self.canvas.nodes.get(producer)
         sink: dict[str, Any] = {}
         source = node.stream_pending(pending, ctx, sink, state) if node is not None else stream_generation(pending, ctx)

@@ -190,6 +190,25 @@ async def test_a_component_reading_the_streamed_agents_content_gets_the_answer_w
     assert shown_text(events, "Message:Echo") == "Again:Answer."
 
 
+@pytest.mark.parametrize("reader_first", [True, False])
+async def test_a_message_and_a_component_reading_an_agents_content_in_one_step_run_its_tool_loop_once(reader_first):
+    """The Agent's tool loop is its generation: whoever reads it first runs it, the other gets its text (found by
+    bench.differential: a StringTransform beside the Message that streamed it ran the loop a second time, on
+    replies meant for nothing, and the Message showed that second answer)."""
+    dsl = agent_dsl(BOTH_TOOLS)
+    split = cpn("StringTransform", {"method": "split", "split_ref": "Agent:A@content", "delimiters": [" "],
+                                    "outputs": {"result": {"type": "Array<string>", "value": []}}})
+    readers = {"StringTransform:S": split, "Message:M": dsl["components"]["Message:M"]}
+    dsl["components"].update(dict(reversed(readers.items())) if not reader_first else readers)
+    dsl["components"]["Agent:A"]["downstream"] = list(readers) if reader_first else list(reversed(readers))
+    events, s = await run(dsl, {"replies": [call("search_my_dateset_0", query="a"), "The tools say so.", "Once more."],
+                                "tool_results": {"Retrieval": ["kb"]}, "auto_reply": "A second run."})
+    assert finished(events, "StringTransform:S")["outputs"]["result"] == ["The", "tools", "say", "so."]
+    assert shown_text(events).endswith("The tools say so.")
+    assert finished(events, "Agent:A")["outputs"]["content"] == "The tools say so."
+    assert "Once more." not in shown(events) and "A second run." not in shown(events)
+
+
 async def test_the_same_agent_not_streamed_has_the_same_content():
     script = {"replies": [{"content": "Let me look.", "tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "a"}}]},
                           {"reasoning": "Found it.", "content": "Answer."}],
