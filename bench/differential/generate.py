@@ -9,12 +9,13 @@ means something: a chain of steps from Begin, each step one of
 - an Agent with one or two tools (Wikipedia, Google) that it calls over up to two rounds, one or two calls
   a round, its tools' results scripted by class name;
 - a fan-out into two or three parallel components, joined again (a diamond) or left as branches;
-- a Switch or a Categorize routing to two or three branches;
+- a Switch or a Categorize routing to two or three branches, a branch sometimes to two components at once;
 - an Iteration over a split list, its body one or two components (an LLM, a StringTransform, a tool, an
   Agent, or a nested Iteration or Loop: two levels of containers at most), collecting an output;
 - a Loop with a counter variable, a VariableAssigner and an optional ExitLoop behind a Switch, its body
   possibly holding an LLM or a nested container;
-- a UserFillUp that pauses the turn: the case then has a second turn answering it;
+- a UserFillUp that pauses the turn, sometimes at the end of a branch beside another that ends (a sink):
+  the case then has a second turn answering it;
 - Messages, streamed (naming an LLM's content) or not;
 
 with exception handling (`exception_method` comment or goto) on the LLMs and the data components, and
@@ -268,6 +269,11 @@ def _step(b: _Builder, tails: list[str], budget: list[int]) -> list[str]:
         return [_iteration(b, tails, budget)]
     if kind == "loop":
         return [_loop(b, tails, budget)]
+    if b.fillup is None and b.draw(st.booleans()):
+        # a branch that ends (a sink Message) beside a chain that pauses: the turn pauses, it does not finish
+        b.message(tails)
+        chain = b.draw(st.sampled_from([b.llm, b.string_transform, b.message]))(tails)
+        return [_fillup(b, [chain])]
     if b.fillup is None:
         return [_fillup(b, tails)]
     return [b.message(tails)]
@@ -285,16 +291,20 @@ def _router(b: _Builder, tails: list[str], kind: str, budget: list[int]) -> list
     branches = []
     for i, name in enumerate(names):
         target = b.draw(st.sampled_from([b.message, b.llm, b.string_transform, b.agent]))([cid])
-        branches.append(target)
-        b.comps[cid]["downstream"].remove(target)          # routers name their targets in params
+        targets = [target]
+        if b.draw(st.integers(0, 3)) == 0:        # a branch to two components: one batch, maybe a stream beside
+            targets.append(b.draw(st.sampled_from([b.aggregator, b.string_transform, b.message]))([cid]))
+        branches.extend(targets)
+        for t in targets:
+            b.comps[cid]["downstream"].remove(t)          # routers name their targets in params
         if kind == "categorize":
-            params["category_description"][name] = {"description": f"About {name}.", "to": [target]}
+            params["category_description"][name] = {"description": f"About {name}.", "to": targets}
         elif i == len(names) - 1:
-            params["end_cpn_ids"] = [target]
+            params["end_cpn_ids"] = targets
         else:
             ref = b.draw(st.sampled_from(b.refs(tails)))
             op = b.draw(st.sampled_from(["contains", "=", "≠", "start with", "empty", "not empty", "≥", "<"]))
-            params["conditions"].append({"logical_operator": b.draw(st.sampled_from(["and", "or"])), "to": [target],
+            params["conditions"].append({"logical_operator": b.draw(st.sampled_from(["and", "or"])), "to": targets,
                                          "items": [{"cpn_id": ref, "operator": op,
                                                     "value": b.draw(st.sampled_from(WORDS + ["", "2"]))}]})
     if kind == "categorize":

@@ -101,6 +101,12 @@ def _unconsumed_stream(d: Difference, case: Case, oracle: list, ours: list) -> b
     return False
 
 
+def _read_unrun_generation(d: Difference, case: Case, oracle: list, ours: list) -> bool:
+    """A RAGFlow component read an LLM's or Agent's unrun generation and failed on the generator object."""
+    return any(e["event"] == "node_finished" and "functools.partial" in str((e.get("data") or {}).get("error") or "")
+               for turn in oracle[:d.turn] for e in turn)
+
+
 def _reentered_container(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow keeps a container's pass counter in memory: a container inside another one that its turn entered
     again (once per outer pass) starts at its last item, or a Loop goes on counting towards its maximum."""
@@ -193,6 +199,8 @@ KNOWN = [
           "pauses before that batch runs", _form_in_a_batch),
     Known("a repeated tool notice is dropped from RAGFlow's stream", "notice that repeats, exactly, everything the "
           "stream showed before it is dropped", _repeated_notice),
+    Known("a component reading an unrun generation fails on the generator in RAGFlow", "reads the unrun generator "
+          "itself: a StringTransform fails", _read_unrun_generation),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
