@@ -87,9 +87,9 @@ def _sticky_fillup(d: Difference, case: Case, oracle: list, ours: list) -> bool:
 
 
 def _unconsumed_stream(d: Difference, case: Case, oracle: list, ours: list) -> bool:
-    """RAGFlow drops every later node_finished of the turn after an LLM stream nothing consumed; a turn that
-    resumes a pause of that turn reads the dropped generation as empty (we run it, unseen)."""
-    llms = {cid for cid, e in case.dsl["components"].items() if e["obj"]["component_name"] == "LLM"}
+    """RAGFlow drops every later node_finished of the turn after an LLM or Agent stream nothing consumed; a turn
+    that resumes a pause of that turn reads the dropped generation as empty (we run it, unseen)."""
+    llms = {cid for cid, e in case.dsl["components"].items() if e["obj"]["component_name"] in ("LLM", "Agent")}
     turns = [d.turn - 1]
     while turns[0] > 0 and _ending(oracle[turns[0] - 1]) == "paused":      # the turns this one resumes
         turns.insert(0, turns[0] - 1)
@@ -105,6 +105,14 @@ def _read_unrun_generation(d: Difference, case: Case, oracle: list, ours: list) 
     """A RAGFlow component read an LLM's or Agent's unrun generation and failed on the generator object."""
     return any(e["event"] == "node_finished" and "functools.partial" in str((e.get("data") or {}).get("error") or "")
                for turn in oracle[:d.turn] for e in turn)
+
+
+def _failed_stream_in_a_message(d: Difference, case: Case, oracle: list, ours: list) -> bool:
+    """RAGFlow's Message consumed a generation that failed: the error is inside the Message, which goes on (a second
+    mention runs the model again); we report the failure on its producer and stop the turn."""
+    return any(e["event"] == "node_finished" and (e.get("data") or {}).get("component_type") in ("LLM", "Agent")
+               and (e["data"].get("outputs") or {}).get("_ERROR") and (e["data"].get("outputs") or {}).get("content")
+               for e in oracle[d.turn - 1])
 
 
 def _reentered_container(d: Difference, case: Case, oracle: list, ours: list) -> bool:
@@ -201,6 +209,8 @@ KNOWN = [
           "stream showed before it is dropped", _repeated_notice),
     Known("a component reading an unrun generation fails on the generator in RAGFlow", "reads the unrun generator "
           "itself: a StringTransform fails", _read_unrun_generation),
+    Known("an error in a streamed generation stays inside RAGFlow's Message", "An error in a streamed generation "
+          "surfaces inside the Message that consumes it", _failed_stream_in_a_message),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]
