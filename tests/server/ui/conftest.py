@@ -83,7 +83,7 @@ def browser():
     global _WIPED
     if ARTIFACTS.is_dir() and not _WIPED:            # this run's screenshots only (every module's)
         for old in ARTIFACTS.glob("*.png"):
-            old.unlink()
+            old.unlink(missing_ok=True)      # the other xdist worker may wipe it first
     _WIPED = True
     with sync_playwright() as playwright:
         # Chromium's own sandbox needs user namespaces, which a root CI container does not give

@@ -127,8 +127,12 @@ def test_an_eight_component_router_is_built_from_blank_saved_run_and_edited_agai
     row.get_by_label("Name").fill("thanks")
     row.get_by_label("Category thanks goes to").select_option("Message:2")
     expect(node(b, "Categorize:1").locator(".node-route")).to_have_text(["billing", "legal", "other", "thanks"])
+    # renamed as RAGFlow renames a box: the name it shows changes, its id (which references use) stays
+    b.page.get_by_label("Name on the canvas").fill("Triage")
+    expect(node(b, "Categorize:1").locator(".node-name")).to_have_text("Triage")
     save_version(b)
     dsl = Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["dsl"]
     assert dsl["components"]["Categorize:1"]["obj"]["params"]["category_description"]["thanks"]["to"] == ["Message:2"]
     assert len(Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}/versions")) == 2
+    assert next(n for n in dsl["graph"]["nodes"] if n["id"] == "Categorize:1")["data"]["name"] == "Triage"
     assert b.errors == []

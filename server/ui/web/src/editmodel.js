@@ -357,3 +357,15 @@ export function setParams(dsl, id, params) {
   if (before.length || routesOf(cpn, node).length) syncRoutes(out, id, before);
   return out;
 }
+
+/** Rename a box: its graph node's `data.name`, what the canvas, the picker and RAGFlow's canvas show (the
+ * component's id, which references use, stays). An empty name shows the id again. */
+export function renameNode(dsl, id, name) {
+  const out = clone(dsl);
+  const node = graphOf(out).nodes.find(n => n.id === id);
+  if (!node) return dsl;
+  const data = { ...(node.data || {}) };
+  if (name.trim()) data.name = name; else delete data.name;
+  node.data = data;
+  return out;
+}

@@ -10,7 +10,7 @@ import { ReactFlow, ReactFlowProvider, Background, Controls, MiniMap, applyNodeC
 import { api } from './api.js';
 import { FIT, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
-import { addComponent, connect, deleteComponents, disconnect, emptyDsl, insertOnEdge, materialize, moveNodes, routeTo, setParams, unroute } from './editmodel.js';
+import { addComponent, connect, deleteComponents, disconnect, emptyDsl, insertOnEdge, materialize, moveNodes, renameNode, routeTo, setParams, unroute } from './editmodel.js';
 import { isContainer, layout, routesOf } from './graphmodel.js';
 import { useLeaveGuard } from './leaveguard.js';
 import { ComponentPalette, DRAG_TYPE } from './palette.jsx';
@@ -333,7 +333,8 @@ function Editor({ agent, schemas }) {
         </section>
         <Inspector id={selected} cpn={cpn} spec={cpn && bySpec[typeOf(cpn)]} schemas={schemas} problems={problems} ids={ids} dsl={dsl}
           onSelect={setSelected} onRemove={remove} onDisconnect={d => history.change(disconnect(dsl, selected, d))}
-          onParams={params => history.change(setParams(dsl, selected, params), `params:${selected}`)} />
+          onParams={params => history.change(setParams(dsl, selected, params), `params:${selected}`)}
+          onRename={name => history.change(renameNode(dsl, selected, name), `name:${selected}`)} />
       </div>
     </>
   );
@@ -461,12 +462,24 @@ function LinkForm({ ids, routesFor, onLink }) {
 }
 
 /** The selected component's params, its delete and disconnect buttons; with none selected, the list. */
-function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, onDisconnect, onParams, dsl }) {
+/** A box's name (its graph node's `data.name`), or undefined. */
+function nameOf(dsl, id) {
+  const node = ((dsl.graph && dsl.graph.nodes) || []).find(n => n.id === id);
+  return node && node.data ? node.data.name : undefined;
+}
+
+function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, onDisconnect, onParams, onRename, dsl }) {
   return (
     <aside className="card inspector" aria-labelledby="inspector-title">
       <h2 id="inspector-title">{cpn ? id : 'Components'}</h2>
       {cpn ? (<>
         <p className="muted">{typeOf(cpn)}{cpn.parent_id ? ` · inside ${cpn.parent_id}` : ''}</p>
+        <div className="inspector-name">
+          <label htmlFor="inspector-name" className="inline-label">Name on the canvas</label>
+          <input id="inspector-name" type="text" value={nameOf(dsl, id) || ''} placeholder={id} onChange={e => onRename(e.target.value)}
+            aria-describedby="inspector-name-help" />
+          <p id="inspector-name-help" className="muted help">What the box shows; references keep using <code>{id}</code>.</p>
+        </div>
         <div className="buttons">
           {id !== 'begin' ? <button type="button" className="danger" onClick={() => onRemove([id])}>Delete {id}</button> : null}
           {(cpn.downstream || []).map(d => <button key={d} type="button" onClick={() => onDisconnect(d)}>Disconnect {d}</button>)}
@@ -478,6 +491,7 @@ function Inspector({ id, cpn, spec, schemas, problems, ids, onSelect, onRemove, 
         <ul className="component-picker">
           {ids.map(c => (
             <li key={c}><button type="button" className="link" onClick={() => onSelect(c)}>{c}</button>
+              {nameOf(dsl, c) && nameOf(dsl, c) !== c ? <span className="muted"> {nameOf(dsl, c)}</span> : null}
               {problems[c] ? <span className="error"> · {problems[c].length} problem{problems[c].length > 1 ? 's' : ''}</span> : null}</li>
           ))}
         </ul>
