@@ -341,3 +341,11 @@ def test_escape_closes_the_side_panel_and_cancels_a_rename_or_a_delete(browsing,
     b.shot("agents-after-escape")
     assert Api(ui_server, alice_token).ok("GET", f"/agents/{agent_id}")["title"] == title
     assert b.errors == []
+
+
+def test_the_editor_draws_every_edge_each_time_it_opens_the_agent(browsing, ui_server, alice_token):
+    """React Flow draws an edge only once both its boxes' handles are measured; node objects passed anew as
+    they were first sized left 1 open in 8 with no edge at all, for good. Eight opens, every edge each time."""
+    for _ in range(8):
+        b, _ = open_support(browsing, ui_server, alice_token)
+        expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(20)

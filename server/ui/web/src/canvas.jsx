@@ -4,7 +4,7 @@
 // states are listed under the canvas as text (screen readers, narrow windows, and keyboard: each name
 // opens the component's step).
 import { memo, useCallback, useEffect, useMemo, useState } from 'react';
-import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, MiniMap, Position } from '@xyflow/react';
+import { ReactFlow, ReactFlowProvider, Background, Controls, Handle, MiniMap, Position, useUpdateNodeInternals } from '@xyflow/react';
 import { layout, isContainer } from './graphmodel.js';
 import { ReadableView } from './readableview.jsx';
 import './runcanvas.css';
@@ -111,6 +111,24 @@ export function useMeasured(nodes) {
   return [shown, onMeasure];
 }
 
+/** Every box's handles measured again once the boxes are drawn (and when boxes come or go). React Flow
+ * measures a node's handles when it first sizes it; node objects passed anew around that moment (the sizes
+ * useMeasured keeps, a state change) could leave a node sized but without handle bounds, and every edge
+ * touching it then stayed hidden: 1 open in 8 of the 21-box support desk drew no edge at all. Rendered
+ * inside a <ReactFlow>. */
+export function RemeasureHandles({ ids }) {
+  const update = useUpdateNodeInternals();
+  const key = ids.join('\n');
+  useEffect(() => {
+    const all = key ? key.split('\n') : [];
+    if (!all.length) return undefined;
+    const frame = requestAnimationFrame(() => update(all));
+    const timer = setTimeout(() => update(all), 300);
+    return () => { cancelAnimationFrame(frame); clearTimeout(timer); };
+  }, [key, update]);
+  return null;
+}
+
 /** Fit the components (notes left out: RAGFlow's sit far around the graph) at a zoom that keeps labels readable. */
 export const FIT = { padding: 0.12, maxZoom: 1 };
 export function fitOptions(items) {
@@ -159,6 +177,7 @@ export function RunCanvas({ dsl, states, onOpen, selected = null, title = 'Graph
               onNodeClick={(_, node) => node.data.kind === 'component' && onOpen && onOpen(node.id)}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={fitOptions(drawn.items)} />
+              <RemeasureHandles ids={nodes.map(n => n.id)} />
               <MiniMap pannable zoomable ariaLabel="Overview of the graph" nodeStrokeWidth={3} style={{ width: 160, height: 110 }}
                 nodeColor={n => MINIMAP_FILL[(n.data && n.data.state) || 'waiting'] || MINIMAP_FILL.waiting} nodeStrokeColor="#8a94a3" />
               <ReadableView ids={ids} focus={() => running || start} running={running} selected={children ? selected : null}

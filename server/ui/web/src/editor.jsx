@@ -8,7 +8,7 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { ReactFlow, ReactFlowProvider, Background, Controls, MiniMap, applyNodeChanges, useReactFlow, useUpdateNodeInternals } from '@xyflow/react';
 import { api } from './api.js';
-import { FIT, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
+import { FIT, RemeasureHandles, flowEdges, flowNodes, nodeTypes, useMeasured } from './canvas.jsx';
 import { DiagnosticsTable, Loading, PageError, notify, useLoad } from './common.jsx';
 import { addComponent, connect, deleteComponents, disconnect, emptyDsl, insertOnEdge, materialize, moveNodes, renameNode, routeTo, setParams, unroute } from './editmodel.js';
 import { isContainer, layout, routesOf } from './graphmodel.js';
@@ -324,6 +324,7 @@ function Editor({ agent, schemas }) {
               onDelete={gone => remove(gone.nodes.map(n => n.id), gone.edges)} onEdgesChange={changes => setPickedEdges(old => pickEdges(old, changes))}>
               <Background gap={20} size={1} />
               <Controls showInteractive={false} fitViewOptions={FIT} />
+              <RemeasureHandles ids={shown.map(n => n.id)} />
               <MiniMap pannable zoomable ariaLabel="Overview of the whole agent" style={{ width: 150, height: 96 }} />
             </ReactFlow>
           </div>
