@@ -47,6 +47,11 @@ MAY_PAUSE = {"UserFillUp", "Begin"}
 FUSED = "__fused__"                    # canvas2graph.compiler.fusion.FUSED: the custom items of a fused chain      # their node_started waits until we know they did not pause
 
 
+# the steps after which producers whose generation ran finish: a Message's (RAGFlow's post-processing releases its
+# `partials` after each message_end) and a pass's start item (a pass's unseen generation runs at its end)
+_RELEASES_RAN = frozenset({"Message", "IterationItem", "LoopItem"})
+
+
 def _handled_task(name: str | None) -> str | None:
     """The task an error handler's task goes on with (its own name for any other task)."""
     if name and name.startswith(HANDLER_PREFIX):
@@ -221,9 +226,11 @@ class EventAdapter:
         for cid, values in outputs_written.items():     # later writes to held components (collected outputs,
             if cid in self.held and (node is None or cid != node.id):     # loop variables, a streamed LLM's
                 self.held[cid]["outputs"] = merge_values(self.held[cid]["outputs"], values)    # final content)
-        # producers whose stream this task consumed finish first, in the order they were held
-        for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
-            yield self.envelope("node_finished", self._release(cid))
+        # producers whose generation has run finish, in the order they were held: after a Message's stream, before
+        # the Message itself, as RAGFlow's post-processing releases its `partials` after each message_end (a
+        # producer another reader ran waits for the next Message); the finish node's step releases the rest
+        if node is None or node.component_type in _RELEASES_RAN:
+            yield from self._release_ran()
         if node is None:
             # a parallel Iteration's items, settle and collect nodes (compiler/parallel.py) are no components:
             # the settle node's writes finish the item's unstreamed producers (above), the collect node's
@@ -235,6 +242,8 @@ class EventAdapter:
         outputs = outputs_written.get(node.id) or {}
         inputs = (result.get(LAST) or {}).get("inputs") or {}
         finished = self.node_finished(node, outputs, inputs)
+        if node.id in self.held and not self.held[node.id]["container"]:
+            yield self.envelope("node_finished", self._release(node.id))      # its last pass's, before this one's
         if node.role == "container" or _pending(outputs):
             self.held[node.id] = {**finished, "outputs": dict(outputs), "container": node.role == "container"}
         else:
@@ -251,9 +260,15 @@ class EventAdapter:
             if pass_.get("done") and cid in self.held:
                 yield self.envelope("node_finished", self._release(cid))
 
+    def _release_ran(self) -> Iterable[dict]:
+        for cid in [c for c, h in self.held.items() if not h["container"] and not _pending(h["outputs"])]:
+            yield self.envelope("node_finished", self._release(cid))
+
     def end(self) -> Iterable[dict]:
         """The events due when the graph's stream is over: `workflow_finished` if the turn finished."""
         yield from self.drain()
+        if self.finished:
+            yield from self._release_ran()      # a producer whose generation ran with no Message after it
         if self.finished:
             yield self.workflow_finished(self.answer)
 
