@@ -115,6 +115,12 @@ def _failed_stream_in_a_message(d: Difference, case: Case, oracle: list, ours: l
                for e in oracle[d.turn - 1])
 
 
+def _producer_run_beside_a_message(d: Difference, case: Case, oracle: list, ours: list) -> bool:
+    """A producer run by a reader in the Message's own batch: RAGFlow finishes it after that Message's stream (the
+    batch ran before anything streamed); we stream the Message first and finish the producer once it has run."""
+    return re.search(r'expected "node_finished:(LLM|Agent):[\w]+" got "node_finished:Message:', d.reason) is not None
+
+
 def _reentered_container(d: Difference, case: Case, oracle: list, ours: list) -> bool:
     """RAGFlow keeps a container's pass counter in memory: a container inside another one that its turn entered
     again (once per outer pass) starts at its last item, or a Loop goes on counting towards its maximum."""
@@ -211,6 +217,8 @@ KNOWN = [
           "itself: a StringTransform fails", _read_unrun_generation),
     Known("an error in a streamed generation stays inside RAGFlow's Message", "An error in a streamed generation "
           "surfaces inside the Message that consumes it", _failed_stream_in_a_message),
+    Known("a producer run beside a Message finishes before it in RAGFlow", "finishes that producer right after "
+          "the Message's stream", _producer_run_beside_a_message),
     Known("an unconsumed LLM stream drops later node_finished events", "every later `node_finished` of the turn is dropped",
           _unconsumed_stream),
 ]

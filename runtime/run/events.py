@@ -142,6 +142,7 @@ class EventAdapter:
         for child in self.__dict__.get("_items", {}).values():
             yield from child.drain()
         yield from self.order.drain()
+        yield from self._release_ran()          # a producer whose generation ran with no Message after it
 
     def _custom(self, data: Any) -> Iterable[dict]:
         if not isinstance(data, dict):
@@ -267,8 +268,6 @@ class EventAdapter:
     def end(self) -> Iterable[dict]:
         """The events due when the graph's stream is over: `workflow_finished` if the turn finished."""
         yield from self.drain()
-        if self.finished:
-            yield from self._release_ran()      # a producer whose generation ran with no Message after it
         if self.finished:
             yield self.workflow_finished(self.answer)
 
