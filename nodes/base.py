@@ -133,16 +133,18 @@ class Node:
             ctx = resolve_context(runtime, getattr(self.canvas, "entries", None))
         if ctx.cancel_requested:
             raise TurnCancelled(self.id)          # stop at the node boundary
-        step = _join_step(ctx)
+        step = join_step(ctx)
         try:
             return await self._attempt(state, runtime, ctx, timeout)
         except ComponentError:
-            if step is not None and not self.params.exception_method:
+            if step is not None and self.params.exception_method:
+                step.add(handler_due(ctx, self.id))         # its handler is part of the step: wait for it too
+            elif step is not None:
                 await _let_the_step_finish(step)
             raise
         finally:
             if step is not None:
-                _leave_step(ctx, step)
+                leave_step(ctx, step)
 
     async def _attempt(self, state: Mapping[str, Any], runtime, ctx, timeout: float | None) -> dict[str, Any]:
         # a fork's edit of this component (runtime/run/steps.py): the outputs to take, or inputs to run with
@@ -264,8 +266,9 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     return future, True
 
 
-def _join_step(ctx) -> set | None:
-    """The tasks of the LangGraph step this node runs in, with this node's task added (None outside a step)."""
+def join_step(ctx) -> set | None:
+    """The tasks of the LangGraph step the running task belongs to (a component, or an error handler finishing
+    one), with that task added; None outside a step. `leave_step` takes it out."""
     try:
         from langgraph.config import get_config
         metadata = get_config()["metadata"]
@@ -283,9 +286,28 @@ def _join_step(ctx) -> set | None:
     return tasks
 
 
-def _leave_step(ctx, tasks: set) -> None:
+HANDLER_WAIT_S = 30.0       # at most this long for an error handler LangGraph was to schedule (never a hang)
+
+
+def handler_due(ctx, component_id: str) -> asyncio.Future:
+    """A future that `handler_done` settles once the error handler of `component_id` has run (LangGraph schedules
+    it after the failure is reported, so a sibling failing meanwhile would not see it among the step's tasks)."""
+    future = asyncio.get_running_loop().create_future()
+    ctx.running[("handler", component_id)] = future
+    asyncio.get_running_loop().call_later(HANDLER_WAIT_S, lambda: future.done() or future.set_result(None))
+    return future
+
+
+def handler_done(ctx, component_id: str) -> None:
+    future = ctx.running.pop(("handler", component_id), None)
+    if future is not None and not future.done():
+        future.set_result(None)
+
+
+def leave_step(ctx, tasks: set) -> None:
     task = asyncio.current_task()
     tasks.discard(task)
+    tasks.difference_update([t for t in tasks if t.done()])
     key = getattr(task, "c2g_step", None)
     if not tasks and ctx.running.get(key) is tasks:
         del ctx.running[key]
@@ -296,6 +318,8 @@ async def _let_the_step_finish(tasks: set) -> None:
     turn (a Message beside the failed component streams its whole answer). A sibling that fails too leaves the
     set before it waits, so two failures never wait for each other; a cancelled turn cancels the wait."""
     tasks.discard(asyncio.current_task())
+    for _ in range(3):          # let an error handler LangGraph has just scheduled start and join the step
+        await asyncio.sleep(0)
     while others := [t for t in tasks if not t.done()]:
         await asyncio.wait(others)
 

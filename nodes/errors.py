@@ -22,7 +22,7 @@ if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every c
     from langgraph.errors import NodeError
     from langgraph.types import Command, RetryPolicy
 
-from canvas2graph.nodes.base import ComponentError
+from canvas2graph.nodes.base import ComponentError, handler_done, join_step, leave_step
 from canvas2graph.runtime.graph.state import LAST, OUTPUTS
 
 # Components whose failure default goes into `content` (they handle their own **ERROR** answers);
@@ -145,6 +145,18 @@ def error_targets(node, plan, names: dict[str, str]) -> list[str]:
     return normal_targets(node, plan, names) or [names["__finish__"]]
 
 
+def _step_of_handler():
+    """(the run context, its step's task set with this handler's task added), or (None, None) outside a run."""
+    try:
+        from langgraph.runtime import get_runtime
+        ctx = get_runtime().context
+    except (RuntimeError, LookupError, ImportError):
+        return None, None
+    if ctx is None or getattr(ctx, "running", None) is None:
+        return None, None
+    return ctx, join_step(ctx)
+
+
 def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = False,
                       targets: list[str] | None = None):
     """The LangGraph error handler for a component with `exception_method`, or None.
@@ -169,6 +181,17 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         from canvas2graph.types import TurnCancelled
         if isinstance(error.error, TurnCancelled):
             raise error.error                   # cancellation is not the component's failure
+        # one of its step's tasks: a component failing beside it without a handler waits for it to finish
+        ctx, step = _step_of_handler()
+        try:
+            return _handled(state, error)
+        finally:
+            if ctx is not None:
+                handler_done(ctx, node.id)
+            if step is not None:
+                leave_step(ctx, step)
+
+    def _handled(state: dict, error: NodeError) -> Command:
         outputs = failure_outputs(node, error.error)
         if method == "goto" and goto:
             target = goto
