@@ -43,20 +43,25 @@ def add_by_palette(b, kind: str) -> None:
     b.page.locator(f'.palette-item[data-kind="{kind}"]').click()
 
 
-def test_routing_a_category_keeps_every_other_route_of_the_categorize_drawn(browsing, ui_server, alice_token):
-    b, _ = open_support(browsing, ui_server, alice_token)
-    expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(20)
-    before = drawn_edges(b)
-    triage_before = [e for e in before if e.startswith(TRIAGE)]
-    assert len(triage_before) == 5
+def route_to_a_new_message(b, category: str = "legal") -> None:
+    """Add a Message, fit the view, and drag the Categorize's `category` handle onto it."""
     b.page.get_by_label("Component", exact=True).select_option("Message")
     press(b, "Add component")
     expect(node(b, "Message:1")).to_be_visible()
     press(b, "Close")
     b.page.locator(".editor-canvas .react-flow__controls-fitview").click()
     b.page.wait_for_timeout(300)
-    drag(b, category_handle(b, "legal"), target_handle(b, "Message:1"))
-    expect(b.page.locator("#notice")).to_contain_text(f"Routed legal of {TRIAGE} to Message:1")
+    drag(b, category_handle(b, category), target_handle(b, "Message:1"))
+    expect(b.page.locator("#notice")).to_contain_text(f"Routed {category} of {TRIAGE} to Message:1")
+
+
+def test_routing_a_category_keeps_every_other_route_of_the_categorize_drawn(browsing, ui_server, alice_token):
+    b, _ = open_support(browsing, ui_server, alice_token)
+    expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(20)
+    before = drawn_edges(b)
+    triage_before = [e for e in before if e.startswith(TRIAGE)]
+    assert len(triage_before) == 5
+    route_to_a_new_message(b)
     # every edge drawn before is still drawn, and the new one too, without a reload
     expect(b.page.locator(f'.editor-canvas .react-flow__edge[data-id="{TRIAGE}[legal]->Message:1"]')).to_have_count(1)
     b.page.wait_for_timeout(600)
@@ -91,14 +96,7 @@ def test_routing_a_category_whose_handles_were_named_by_the_category_keeps_every
     expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(20)
     expect(node(b, TRIAGE).locator('.react-flow__handle[data-handleid="legal"]')).to_have_count(1)
     before = drawn_edges(b)
-    b.page.get_by_label("Component", exact=True).select_option("Message")
-    press(b, "Add component")
-    expect(node(b, "Message:1")).to_be_visible()
-    press(b, "Close")
-    b.page.locator(".editor-canvas .react-flow__controls-fitview").click()
-    b.page.wait_for_timeout(300)
-    drag(b, category_handle(b, "legal"), target_handle(b, "Message:1"))
-    expect(b.page.locator("#notice")).to_contain_text(f"Routed legal of {TRIAGE} to Message:1")
+    route_to_a_new_message(b)
     expect(node(b, TRIAGE).locator('.react-flow__handle[data-handleid="legal"]')).to_have_count(0)       # a uuid now
     expect(b.page.locator(".editor-canvas .react-flow__edge")).to_have_count(21)
     assert set(before) <= set(drawn_edges(b))
@@ -154,13 +152,7 @@ def test_the_editor_opens_left_to_right_branch_edges_do_not_cross_and_boxes_stay
     b.shot("left-to-right")
     # an edit moves no box: a component added, then routed far across the graph
     was = {cid: flow_position(b, cid) for cid in SUPPORT["components"]}
-    b.page.get_by_label("Component", exact=True).select_option("Message")
-    press(b, "Add component")
-    expect(node(b, "Message:1")).to_be_visible()
-    press(b, "Close")
-    b.page.locator(".editor-canvas .react-flow__controls-fitview").click()
-    b.page.wait_for_timeout(300)
-    drag(b, category_handle(b, "smalltalk"), target_handle(b, "Message:1"))
+    route_to_a_new_message(b, "smalltalk")
     expect(b.page.locator(f'.editor-canvas .react-flow__edge[data-id="{TRIAGE}[smalltalk]->Message:1"]')).to_have_count(1)
     assert {cid: flow_position(b, cid) for cid in SUPPORT["components"]} == was
     # and the new edge goes around the boxes between its ends

@@ -27,6 +27,14 @@ def pick(b, cid: str):
     return b.page.get_by_role("form", name=f"Params of {cid}")
 
 
+def edit_support_desk(browsing, ui_server, token: str, title: str, cid: str):
+    """The support desk saved as a new agent, opened in the editor with `cid` selected: (browser, api, agent id, form)."""
+    alice = Api(ui_server, token)
+    agent_id = alice.agent(ROUTER, title)
+    b = open_editor(browsing, token, agent_id)
+    return b, alice, agent_id, pick(b, cid)
+
+
 def saved(b, alice: Api, agent_id: str) -> dict:
     save_version(b)
     return alice.ok("GET", f"/agents/{agent_id}")["dsl"]
@@ -34,10 +42,7 @@ def saved(b, alice: Api, agent_id: str) -> dict:
 
 def test_an_llm_s_messages_are_rows_and_slash_offers_what_is_upstream_which_a_chip_shows_and_the_dsl_saves_braced(
         browsing, ui_server, alice_token):
-    alice = Api(ui_server, alice_token)
-    agent_id = alice.agent(ROUTER, "Support desk")
-    b = open_editor(browsing, alice_token, agent_id)
-    form = pick(b, "LLM:Refund")
+    b, alice, agent_id, form = edit_support_desk(browsing, ui_server, alice_token, "Support desk", "LLM:Refund")
     prompts = form.locator('[data-field="params.prompts"]')
     # a list of messages, each a role and its content; no JSON anywhere in the form's prompts
     expect(prompts.locator(".prompt-row")).to_have_count(1)
@@ -110,10 +115,7 @@ def test_an_llm_s_messages_are_rows_and_slash_offers_what_is_upstream_which_a_ch
 
 def test_a_message_s_replies_a_fillup_s_tips_and_the_system_prompt_take_references_and_paste_is_plain_text(
         browsing, ui_server, alice_token):
-    alice = Api(ui_server, alice_token)
-    agent_id = alice.agent(ROUTER, "Support desk replies")
-    b = open_editor(browsing, alice_token, agent_id)
-    form = pick(b, "Message:Sales")
+    b, alice, agent_id, form = edit_support_desk(browsing, ui_server, alice_token, "Support desk replies", "Message:Sales")
     reply = form.get_by_role("textbox", name="Reply 1")
     expect(reply.locator(".ref-chip")).to_have_text(["LLM:Sales › content", "UserFillUp:Contact › email"])
     # pasted text stays text; a reference in it becomes a chip
@@ -165,10 +167,7 @@ def test_a_message_s_replies_a_fillup_s_tips_and_the_system_prompt_take_referenc
 
 
 def test_categories_are_rows_whose_targets_are_chosen_from_a_list_and_the_routes_follow(browsing, ui_server, alice_token):
-    alice = Api(ui_server, alice_token)
-    agent_id = alice.agent(ROUTER, "Support desk categories")
-    b = open_editor(browsing, alice_token, agent_id)
-    form = pick(b, "Categorize:Triage")
+    b, alice, agent_id, form = edit_support_desk(browsing, ui_server, alice_token, "Support desk categories", "Categorize:Triage")
     cats = form.locator('[data-field="params.category_description"]')
     expect(cats.locator(".category-row")).to_have_count(5)
     legal = cats.locator('.category-row[data-category="legal"]')
@@ -211,10 +210,7 @@ def test_categories_are_rows_whose_targets_are_chosen_from_a_list_and_the_routes
 
 
 def test_switch_cases_are_built_from_reference_operator_and_value_rows_and_their_targets_route(browsing, ui_server, alice_token):
-    alice = Api(ui_server, alice_token)
-    agent_id = alice.agent(ROUTER, "Support desk switch")
-    b = open_editor(browsing, alice_token, agent_id)
-    form = pick(b, "Switch:Amount")
+    b, alice, agent_id, form = edit_support_desk(browsing, ui_server, alice_token, "Support desk switch", "Switch:Amount")
     cases = form.locator(".case-row")
     expect(cases).to_have_count(2)
     expect(form.get_by_label("Case 1, condition 1: reference")).to_have_value("LLM:Billing@content")
