@@ -57,11 +57,10 @@ def session_view(session: Session, *, with_dsl: bool = True) -> dict:
     return view
 
 
-async def last_turn_view(store, tenant: str, session_id: str) -> dict | None:
-    """How the session's newest turn went, {status, error}: the UI tells a failed session (a component's
-    error: "stopped", or "failed") from one waiting for a form ("paused") or cancelled. None before any turn."""
-    turns = await store.session_turns(tenant, session_id, limit=1)
-    return {"status": turns[0].status, "error": turns[0].error} if turns else None
+def last_turn_view(turn) -> dict | None:
+    """How a session's newest turn (`turn`, or None before any) went, {status, error}: the UI tells a failed
+    session (a component's error: "stopped", or "failed") from one waiting for a form ("paused") or cancelled."""
+    return {"status": turn.status, "error": turn.error} if turn is not None else None
 
 
 def version_view(version: Version, *, full: bool = True) -> dict:

@@ -155,6 +155,18 @@ class TurnTables:
                                       "LIMIT ? OFFSET ?", (*params, limit, offset))
         return [_record(r) for r in rows]
 
+    async def last_turns(self, tenant: str, session_ids: list[str]) -> dict[str, TurnRecord]:
+        """The newest turn of each session that has one (the order of `session_turns`), in one query: a sessions
+        page asks for its rows' newest turns together."""
+        if not session_ids:
+            return {}
+        rows = await self.db.fetchall(
+            "SELECT t.* FROM c2g_turns t WHERE t.tenant = ? AND t.session_id IN "
+            f"({_marks(session_ids)}) AND NOT EXISTS (SELECT 1 FROM c2g_turns u WHERE u.tenant = t.tenant AND "
+            "u.session_id = t.session_id AND (u.created_at > t.created_at OR (u.created_at = t.created_at AND u.id < t.id)))",
+            (tenant, *session_ids))
+        return {r["session_id"]: _record(r) for r in rows}
+
     async def delete_turns(self, turn_ids: list[str]) -> None:
         if turn_ids:
             await self.db.execute(f"DELETE FROM c2g_turns WHERE id IN ({_marks(turn_ids)})", tuple(turn_ids))

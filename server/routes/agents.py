@@ -180,8 +180,8 @@ async def list_sessions(request: Request, agent_id: str, tenant_id: str = Depend
         tenant_id, agent_id, page=int_param(q.get("page"), "page", 1),
         page_size=int_param(q.get("page_size"), "page_size", 30), orderby=q.get("orderby", "update_time"),
         desc=flag(q.get("desc")), session_id=q.get("id"), user_id=q.get("user_id"), with_dsl=with_dsl)
-    return ok([{**session_view(s, with_dsl=with_dsl), "last_turn": await last_turn_view(store(request), tenant_id, s.id)}
-               for s in sessions])
+    last = await store(request).last_turns(tenant_id, [s.id for s in sessions])
+    return ok([{**session_view(s, with_dsl=with_dsl), "last_turn": last_turn_view(last.get(s.id))} for s in sessions])
 
 
 @router.get("/agents/{agent_id}/sessions/{session_id}", summary="One session with its message log")
@@ -191,7 +191,7 @@ async def get_session(request: Request, agent_id: str, session_id: str, tenant_i
     if session is None or session.agent_id != agent_id:
         raise not_found(f"session {session_id} of agent {agent_id}")
     return ok({**session_view(session, with_dsl=flag(request.query_params.get("dsl"))),
-               "last_turn": await last_turn_view(store(request), tenant_id, session.id)})
+               "last_turn": last_turn_view((await store(request).last_turns(tenant_id, [session.id])).get(session.id))})
 
 
 async def _delete_sessions(request: Request, tenant_id: str, agent_id: str, ids: list[str]) -> dict:

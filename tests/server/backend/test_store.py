@@ -109,6 +109,26 @@ async def test_deleting_a_session_deletes_its_checkpoints(durable_url):
         assert await store.checkpointer.aget_tuple(config) is None
 
 
+async def test_the_newest_turn_of_each_session_of_a_page_comes_in_one_query(durable_url):
+    from canvas2graph.server.backend.store_turns import TurnRecord
+    async with open_store(durable_url) as store:
+        who = tenant()
+        a = await store.create_session(who, source="graph", dsl=DSL)
+        b = await store.create_session(who, source="graph", dsl=DSL)
+        quiet = await store.create_session(who, source="graph", dsl=DSL)
+
+        def turn(session, n: int, status: str, at: float) -> TurnRecord:
+            return TurnRecord(id=f"{session.id}-{n}", session_id=session.id, tenant=who, source="agent", status=status,
+                              request={}, message_id=f"m{n}", created_at=at)
+        for record in (turn(a, 1, "finished", 1.0), turn(a, 2, "stopped", 2.0), turn(b, 1, "paused", 5.0),
+                       turn(b, 2, "finished", 5.0)):          # b's two turns at one instant: the smaller id is newest,
+            await store.add_turn(record)                     # as session_turns orders them
+        newest = await store.last_turns(who, [a.id, b.id, quiet.id])
+        assert {sid: t.status for sid, t in newest.items()} == {a.id: "stopped", b.id: "paused"}
+        assert [t.id for t in await store.session_turns(who, b.id, limit=1)] == [newest[b.id].id]
+        assert await store.last_turns(tenant(), [a.id]) == {} and await store.last_turns(who, []) == {}
+
+
 async def test_the_message_log_keeps_each_message_once_in_order_without_rewriting_the_session_row(durable_url):
     async with open_store(durable_url) as store:
         who = tenant()
