@@ -206,6 +206,7 @@ class EventAdapter:
             self.starts.pop(node.id if node else "", None)
             value = data["interrupts"][0].get("value") or {}
             self.paused = True
+            yield from self._release_ran()      # what ran before the pause finishes before it, as in RAGFlow
             yield self.envelope("user_inputs", {"inputs": value.get("inputs") or {}, "tips": value.get("tips") or ""})
             return
         if data.get("error"):
