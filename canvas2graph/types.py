@@ -99,6 +99,9 @@ class ScriptedResults(Protocol):
         """The next scripted result of a tool call, or None to run the tool for real."""
 
 
+SCRIPTED_LLM = "scripted@LLMScript"     # the model of empty llm_ids under --llm-script: the script answers them all
+
+
 @dataclass
 class RunContext:
     """What a run hands every node besides the state: models, the script, and services.
@@ -129,10 +132,10 @@ class RunContext:
     # a Message streaming it and a component reading it in the same step share one model call
     # (canvas2graph.nodes.base.shared_generation)
     generations: dict[Any, Any] = field(default_factory=dict)
-    # the asyncio tasks of each running LangGraph step (by graph namespace and step): a component that fails
-    # without an exception handler lets the rest of its step finish before it stops the turn, as RAGFlow
-    # finishes a batch (canvas2graph.nodes.base.Node.__call__); LangGraph would cancel them
-    running: dict[Any, set] = field(default_factory=dict)
+    # the tasks of each running LangGraph step, by graph namespace and step (canvas2graph.nodes.base.StepTasks): a
+    # component that fails without an exception handler lets the rest of its step finish before it stops the
+    # turn, as RAGFlow finishes a batch; LangGraph would cancel them
+    running: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def extras(self) -> dict[str, Any]:

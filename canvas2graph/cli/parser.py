@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from canvas2graph.types import SCRIPTED_LLM
 
 DEFAULT_DB = os.path.join(os.path.expanduser("~"), ".canvas2graph", "sessions.db")
 
@@ -16,7 +17,6 @@ def _version() -> str:
         return "(not installed)"
 
 
-SCRIPTED_LLM = "scripted@LLMScript"     # the model of empty llm_ids under --llm-script: the script answers them all
 
 
 def default_llm_of(args) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from fastapi import APIRouter, Depends, Request
 
-from canvas2graph.cli.parser import SCRIPTED_LLM
+from canvas2graph.types import SCRIPTED_LLM
 from canvas2graph.runtime.services.models import MODELS_CONFIG_ENV, BUILTIN_PROVIDERS, ModelConfigError, load_providers, parse_llm_id
 from canvas2graph.server.auth import tenant
 from canvas2graph.server.deps import store

@@ -7,7 +7,7 @@ import os
 
 import httpx
 
-from canvas2graph.cli.parser import SCRIPTED_LLM
+from canvas2graph.types import SCRIPTED_LLM
 from tests.server.helpers import REPO, Api, Server, make_token
 
 ROUTER = json.loads((REPO / "fixtures/ui/support_router.json").read_text())
