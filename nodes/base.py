@@ -138,9 +138,9 @@ class Node:
             return await self._attempt(state, runtime, ctx, timeout)
         except ComponentError:
             if step is not None and self.params.exception_method:
-                step.add(handler_due(ctx, self.id))         # its handler is part of the step: wait for it too
+                step.members.add(handler_due(ctx, self.id))     # its handler is part of the step: wait for it too
             elif step is not None:
-                await _let_the_step_finish(step)
+                await step.fail_together()
             raise
         finally:
             if step is not None:
@@ -266,7 +266,50 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     return future, True
 
 
-def join_step(ctx) -> set | None:
+class StepTasks:
+    """The tasks of one LangGraph step that run a component or an error handler (and the handlers still due), in
+    this process: what a failure without a handler waits for before it stops the turn."""
+
+    def __init__(self) -> None:
+        self.members: set = set()               # asyncio tasks, and futures of handlers not yet run
+        self.failing: set = set()               # failed tasks waiting for the rest of the step
+        self.arrived: set = set()               # ...that saw the rest finish
+        self.settled: asyncio.Future | None = None
+        self.go: asyncio.Future | None = None
+
+    def running(self) -> list:
+        return [t for t in self.members if not t.done()]
+
+    async def fail_together(self) -> None:
+        """Return once the rest of the step has finished, all the step's failures at one turn of the event loop.
+
+        RAGFlow runs a batch to its end before a failure stops the turn (a Message beside it streams its whole
+        answer, a handled failure finishes with its default). LangGraph reports the failures that are done when it
+        looks and cancels the tasks still running, so the failures leave together: the last to see the step
+        finished releases the others (they end on the next turn of the loop, before LangGraph looks again)."""
+        me = asyncio.current_task()
+        self.members.discard(me)
+        self.failing.add(me)
+        for _ in range(3):          # let an error handler LangGraph has just scheduled start and join the step
+            await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        self.settled = self.settled or loop.create_future()
+        self.go = self.go or loop.create_future()
+        while not self.settled.done():
+            others = self.running()
+            if not others:
+                self.settled.set_result(None)
+                break
+            await asyncio.wait([self.settled, *others], return_when=asyncio.FIRST_COMPLETED)
+        self.arrived.add(me)
+        if self.arrived >= self.failing:
+            if not self.go.done():
+                self.go.set_result(None)
+        else:
+            await self.go
+
+
+def join_step(ctx) -> StepTasks | None:
     """The tasks of the LangGraph step the running task belongs to (a component, or an error handler finishing
     one), with that task added; None outside a step. `leave_step` takes it out."""
     try:
@@ -280,10 +323,12 @@ def join_step(ctx) -> set | None:
         return None
     ns = str(metadata.get("langgraph_checkpoint_ns") or "")
     key = (ns.rsplit("|", 1)[0] if "|" in ns else "", metadata.get("langgraph_step"))
-    tasks = running.setdefault(key, set())
-    tasks.add(task)
-    task.c2g_step = key                 # noqa: B010 - where _leave_step finds it
-    return tasks
+    step = running.get(key)
+    if step is None:
+        step = running[key] = StepTasks()
+    step.members.add(task)
+    task.c2g_step = key                 # noqa: B010 - where leave_step finds it
+    return step
 
 
 HANDLER_WAIT_S = 30.0       # at most this long for an error handler LangGraph was to schedule (never a hang)
@@ -304,24 +349,13 @@ def handler_done(ctx, component_id: str) -> None:
         future.set_result(None)
 
 
-def leave_step(ctx, tasks: set) -> None:
+def leave_step(ctx, step: StepTasks) -> None:
     task = asyncio.current_task()
-    tasks.discard(task)
-    tasks.difference_update([t for t in tasks if t.done()])
+    step.members.discard(task)
+    step.members.difference_update([t for t in step.members if t.done()])
     key = getattr(task, "c2g_step", None)
-    if not tasks and ctx.running.get(key) is tasks:
+    if not step.members and ctx.running.get(key) is step:
         del ctx.running[key]
-
-
-async def _let_the_step_finish(tasks: set) -> None:
-    """Wait for the other components of this step: RAGFlow runs a batch to its end before a failure stops the
-    turn (a Message beside the failed component streams its whole answer). A sibling that fails too leaves the
-    set before it waits, so two failures never wait for each other; a cancelled turn cancels the wait."""
-    tasks.discard(asyncio.current_task())
-    for _ in range(3):          # let an error handler LangGraph has just scheduled start and join the step
-        await asyncio.sleep(0)
-    while others := [t for t in tasks if not t.done()]:
-        await asyncio.wait(others)
 
 
 def _step_of(runtime) -> Any:

@@ -265,8 +265,11 @@ def test_the_server_examples_run_against_one_server(clone):
     # second one on its port) and the demo agent stored once (no failed `&&`)
     ui, protocols = block("--tenant demo --exist-ok && echo"), block("export TOKEN=$(.venv/bin/canvas2graph tokens")
     marker = "\n--- files ---\n"
-    done = sh(clone, f"{server}\necho '{marker}'\n{files}\necho '{marker}'\n{webhook}\necho '{marker}'\n{ui}\n"
-                     f"{protocols}\n{protocols}\nkill %1\nwait", timeout=300)
+    # the protocols' lines check the server in the background (`curl ... || serve &`): they must have found it
+    # before it is stopped, or a check that ran late (a busy machine) starts a server nothing stops
+    settle = 'for pid in $(jobs -p); do [ "$pid" = "$SERVER" ] || wait "$pid"; done'
+    done = sh(clone, f"{server}\nSERVER=$!\necho '{marker}'\n{files}\necho '{marker}'\n{webhook}\necho '{marker}'\n"
+                     f"{ui}\n{protocols}\n{protocols}\n{settle}\nkill %1\nwait", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "address already in use" not in done.stderr, done.stderr
     printed = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("INFO:"))   # the access log
