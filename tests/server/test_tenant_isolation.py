@@ -9,6 +9,7 @@ serving, and each refusal must say why.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -141,7 +142,9 @@ def test_a_script_that_never_ends_is_stopped_at_the_time_limit(server, mallory):
     mark = marker()
     forever = "import subprocess, time\ndef main(mark):\n    subprocess.Popen(['sleep', mark])\n    time.sleep(3600)\n"
     events = mallory.stream("/graphs/run", {"dsl": code_dsl(forever, {"mark": mark}), "query": "wait"})
-    [done] = finished(events, "CodeExec:C")
+    ended = finished(events, "CodeExec:C")
+    assert len(ended) == 1, json.dumps(events)[-1500:]      # the events, when the stream ended without its end
+    [done] = ended
     assert done["error"] == "Execution timed out after 5 s"
     assert gone_now(mark)
 
