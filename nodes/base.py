@@ -253,8 +253,8 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
     """(the future of a pending generation's final text, whether the caller is the one to run it).
 
     A Message streaming an LLM or an Agent and a component reading its content in the same step would
-    otherwise each run the generation (an Agent's whole tool loop); RAGFlow makes one run. The first reader runs the generation and settles the future;
-    the others await its text. Without a run context to share (a node run alone), everyone runs it."""
+    otherwise each run the generation (an Agent's whole tool loop); RAGFlow makes one run. The first reader
+    runs the generation and settles the future; the others await its text. Without a run context to share (a node run alone), everyone runs it."""
     registry = getattr(ctx, "generations", None)
     if registry is None:
         return asyncio.get_running_loop().create_future(), True
@@ -267,8 +267,8 @@ def shared_generation(ctx, producer: str, created: Any) -> tuple[Any, bool]:
 
 
 class StepTasks:
-    """The tasks of one LangGraph step that run a component or an error handler (and the handlers still due), in
-    this process: what a failure without a handler waits for before it stops the turn."""
+    """The tasks of one LangGraph step that run a component (and the error handlers still due), in this process:
+    what a failure without a handler waits for before it stops the turn."""
 
     def __init__(self) -> None:
         self.members: set = set()               # asyncio tasks, and futures of handlers not yet run
@@ -310,8 +310,8 @@ class StepTasks:
 
 
 def join_step(ctx) -> StepTasks | None:
-    """The tasks of the LangGraph step the running task belongs to (a component, or an error handler finishing
-    one), with that task added; None outside a step. `leave_step` takes it out."""
+    """The tasks of the LangGraph step the running component belongs to, with its task added; None outside a
+    step. `leave_step` takes it out."""
     try:
         from langgraph.config import get_config
         metadata = get_config()["metadata"]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:    # imported where used: `canvas2graph compile` loads every c
     from langgraph.errors import NodeError
     from langgraph.types import Command, RetryPolicy
 
-from canvas2graph.nodes.base import ComponentError, handler_done, join_step, leave_step
+from canvas2graph.nodes.base import ComponentError, handler_done
 from canvas2graph.runtime.graph.state import LAST, OUTPUTS
 
 # Components whose failure default goes into `content` (they handle their own **ERROR** answers);
@@ -145,16 +145,14 @@ def error_targets(node, plan, names: dict[str, str]) -> list[str]:
     return normal_targets(node, plan, names) or [names["__finish__"]]
 
 
-def _step_of_handler():
-    """(the run context, its step's task set with this handler's task added), or (None, None) outside a run."""
+def _run_context():
+    """The run context of the running graph, or None outside a run (or without the steps' registry)."""
     try:
         from langgraph.runtime import get_runtime
         ctx = get_runtime().context
     except (RuntimeError, LookupError, ImportError):
-        return None, None
-    if ctx is None or getattr(ctx, "running", None) is None:
-        return None, None
-    return ctx, join_step(ctx)
+        return None
+    return ctx if getattr(ctx, "running", None) is not None else None
 
 
 def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = False,
@@ -181,15 +179,13 @@ def error_handler_for(node, plan, names: dict[str, str], inline_finish: bool = F
         from canvas2graph.types import TurnCancelled
         if isinstance(error.error, TurnCancelled):
             raise error.error                   # cancellation is not the component's failure
-        # one of its step's tasks: a component failing beside it without a handler waits for it to finish
-        ctx, step = _step_of_handler()
+        # a component failing beside it without a handler waits for this (nodes/base.py handler_due)
         try:
             return _handled(state, error)
         finally:
+            ctx = _run_context()
             if ctx is not None:
                 handler_done(ctx, node.id)
-            if step is not None:
-                leave_step(ctx, step)
 
     def _handled(state: dict, error: NodeError) -> Command:
         outputs = failure_outputs(node, error.error)
